@@ -1,0 +1,28 @@
+"""precompile_nb: ahead-of-time compile whole PyTorch computations, and see what the compiler
+did, in Jupyter.
+
+    from precompile_nb import precompile, PrecompileError
+    python_code, cache = precompile(lambda m, x: m(x), model, x)
+    f = precompile.load(python_code, cache)
+    out = f(model, x)
+"""
+from __future__ import annotations
+
+from .core import precompile
+from .core.errors import PrecompileError
+
+__version__ = "0.1.0"
+__all__ = ["precompile", "PrecompileError", "load_ipython_extension",
+           "unload_ipython_extension"]
+
+
+def load_ipython_extension(ipython):  # pragma: no cover - exercised by tests/test_magics.py
+    from .magics import load_ipython_extension as _load
+
+    _load(ipython)
+
+
+def unload_ipython_extension(ipython):  # pragma: no cover
+    from .magics import unload_ipython_extension as _unload
+
+    _unload(ipython)

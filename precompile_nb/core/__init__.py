@@ -1,0 +1,95 @@
+"""The precompile pipeline. Read it top to bottom:
+
+    captured = capture(fn, example_inputs)      # make_fx, module lifting, invariants 1/3/4
+    lowered  = lower(captured, backend)         # eager graph, or AOTAutograd + Inductor
+    code     = emit(captured, lowered)          # header, graph, metadata, driver
+    cache    = pack(code, backend, binaries)    # integrity-tagged envelope
+    fn       = load(code, cache)                # AST-read metadata, prime caches, exec
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from . import _compat
+from .cache import pack
+from .capture import capture
+from .emit import emit
+from .errors import PrecompileError
+from .load import load
+from .lower import lower
+from .schemas import Artifact
+
+BACKENDS = ("inductor", "eager")
+TRACERS = ("make_fx", "dynamo")
+
+# on_stage(stage, status, seconds): status is "start" or "done"; lets a notebook show progress
+StageCallback = Callable[[str, str, float], None]
+
+
+def _validate(backend: Any, tracer: Any, decompositions: Any) -> None:
+    if tracer == "dynamo":
+        raise NotImplementedError("precompile: tracer='dynamo' is planned, not implemented; "
+                                  "use tracer='make_fx' (the default)")
+    if tracer not in TRACERS:
+        raise ValueError(f"precompile: unknown tracer {tracer!r}; use 'make_fx'")
+    if backend not in BACKENDS:
+        raise ValueError(f"precompile: unknown backend {backend!r}; use 'inductor' (default) "
+                         "or 'eager'")
+    if decompositions is not None and not isinstance(decompositions, dict):
+        raise TypeError("precompile: decompositions must be a dict {OpOverload: fn} or None, "
+                        f"got {type(decompositions).__name__}")
+
+
+def build(fn: Callable, *example_inputs: Any, backend: str = "inductor",
+          tracer: str = "make_fx", decompositions: dict | None = None,
+          on_stage: StageCallback | None = None) -> Artifact:
+    """precompile, keeping everything each stage recorded (for reports and tools)."""
+    _validate(backend, tracer, decompositions)
+    times: list[tuple[str, float]] = []
+
+    def stage(name: str, f: Callable[[], Any]) -> Any:
+        if on_stage:
+            on_stage(name, "start", 0.0)
+        t0 = time.perf_counter()
+        out = f()
+        dt = time.perf_counter() - t0
+        times.append((name, dt))
+        if on_stage:
+            on_stage(name, "done", dt)
+        return out
+
+    with _compat.GLOBAL_LOCK:
+        captured = stage("capture", lambda: capture(fn, example_inputs,
+                                                    decompositions=decompositions))
+        lowered = stage("lower", lambda: lower(captured, backend))
+    python_code = stage("emit", lambda: emit(captured, lowered))
+    cache = stage("pack", lambda: pack(python_code, backend, lowered.files))
+    return Artifact(python_code=python_code, cache=cache, captured=captured, lowered=lowered,
+                    stage_seconds=tuple(times))
+
+
+def precompile(fn: Callable, *example_inputs: Any, backend: str = "inductor",
+               tracer: str = "make_fx", decompositions: dict | None = None,
+               ) -> tuple[str, bytes]:
+    """Compile the whole computation `fn(*example_inputs)` ahead of time.
+
+    Returns (python_code, cache): self-contained source (needs only torch; holds no
+    weights) and the compiled binaries that make loading it compile nothing.
+
+    >>> import torch
+    >>> model, x = torch.nn.Linear(4, 2), torch.randn(3, 4)
+    >>> code, cache = precompile(lambda m, x: m(x), model, x, backend="eager")
+    >>> f = precompile.load(code, cache)  # doctest: +SKIP
+    >>> torch.allclose(f(model, x), model(x))  # doctest: +SKIP
+    True
+    """
+    art = build(fn, *example_inputs, backend=backend, tracer=tracer,
+                decompositions=decompositions)
+    return art.python_code, art.cache
+
+
+precompile.load = load  # type: ignore[attr-defined]
+
+__all__ = ["precompile", "build", "load", "PrecompileError", "Artifact"]

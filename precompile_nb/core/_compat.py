@@ -1,0 +1,214 @@
+"""The one door to torch internals.
+
+Every private torch API precompile_nb uses, and every torch-version branch, lives here with a
+comment naming the versions it was checked on (2.11 on the GPU machine, 2.13 in CI, 2.14).
+Nothing here patches torch globally; what must be patched is patched inside a context manager
+and restored.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import torch
+from torch.fx.experimental.proxy_tensor import make_fx as _make_fx
+
+# One lock for everything that touches process-global compiler state: the inductor cache dir
+# environment, module reparametrization of shared example models, the RNG save/restore. The
+# reference implementation is not thread-safe (SPEC §4); we serialize capture+lower and the
+# cache unpacking in load.
+GLOBAL_LOCK = threading.RLock()
+
+TORCH_VERSION = torch.__version__
+
+
+def torch_build_id() -> str:
+    """Identifies the torch build a cache was made with: version + git revision + CUDA."""
+    git = getattr(torch.version, "git_version", "") or ""
+    return f"{torch.__version__}+{git[:12]}+cuda={torch.version.cuda}"
+
+
+# ---------------------------------------------------------------------------------------------
+# capture
+
+
+def make_fx_trace(fn: Callable, inputs: Sequence[Any], *, decompositions, tracing_mode: str):
+    """Non-strict make_fx trace (2.11-2.14: same keyword names). Closed-over real tensors are
+    allowed through as constants so that capture can name every one of them (invariant 1)."""
+    return _make_fx(
+        fn,
+        decomposition_table=decompositions,
+        tracing_mode=tracing_mode,
+        _allow_non_fake_inputs=True,
+        record_module_stack=True,
+        record_stack_traces=True,
+    )(*inputs)
+
+
+def reparametrize(module: torch.nn.Module, mapping: dict[str, torch.Tensor]):
+    """Temporarily make `module` read its parameters/buffers from `mapping` (2.11-2.14)."""
+    return torch.nn.utils.stateless._reparametrize_module(module, mapping, tie_weights=False,
+                                                          strict=False)
+
+
+def data_dependent_errors() -> tuple[type[BaseException], ...]:
+    """Exceptions a fake/symbolic trace raises on data-dependent reads (.item(), nonzero)."""
+    from torch._subclasses.fake_tensor import (DataDependentOutputException,
+                                               DynamicOutputShapeException)
+    from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+
+    return (GuardOnDataDependentSymNode, DataDependentOutputException,
+            DynamicOutputShapeException)
+
+
+def has_effects(op: Any) -> bool:
+    """True for ops registered as side-effecting (aten._print, effectful custom ops)."""
+    from torch._higher_order_ops.effects import has_effects as _has_effects
+
+    if not isinstance(op, torch._ops.OpOverload):
+        return False
+    return bool(_has_effects(op))  # 2.11-2.14: has_effects(op)
+
+
+def autocast_enabled_devices() -> list[str]:
+    return [d for d in ("cpu", "cuda") if torch.is_autocast_enabled(d)]
+
+
+@contextlib.contextmanager
+def preserved_rng_state() -> Iterator[None]:
+    """Fake tracing of random ops advances the real generators (seen on 2.13): capture must
+    leave the world as it found it, so restore them."""
+    cpu = torch.random.get_rng_state()
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+    try:
+        yield
+    finally:
+        torch.random.set_rng_state(cpu)
+        if cuda is not None:
+            torch.cuda.set_rng_state_all(cuda)
+
+
+def storage_key(t: torch.Tensor) -> Any:
+    """A key equal for tensors (fake ones too) that share storage."""
+    from torch.multiprocessing.reductions import StorageWeakRef
+
+    return StorageWeakRef(t.untyped_storage())
+
+
+def functionalize(gm: torch.fx.GraphModule, fake_inputs: Sequence[Any],
+                  tracing_mode: str) -> torch.fx.GraphModule:
+    """Re-trace `gm` functionally (what AOTAutograd does first): mutations become copy_ into
+    placeholders at the end of the graph; views stay views."""
+    fn = torch.func.functionalize(gm, remove="mutations")
+    from torch._guards import detect_fake_mode
+
+    fake_mode = detect_fake_mode(fake_inputs)
+    if fake_mode is None:
+        return _make_fx(fn, tracing_mode=tracing_mode)(*fake_inputs)
+    with fake_mode:
+        # inputs are already fake: trace with them as they are (keeps unbacked sizes)
+        return _make_fx(fn, tracing_mode="real" if tracing_mode == "fake" else tracing_mode,
+                        _allow_non_fake_inputs=True)(*fake_inputs)
+
+
+# ---------------------------------------------------------------------------------------------
+# lowering (inductor)
+
+
+@contextlib.contextmanager
+def private_compile_cache() -> Iterator[str]:
+    """A fresh, private TORCHINDUCTOR_CACHE_DIR / TRITON_CACHE_DIR for one compile, so that
+    exactly the binaries of this artifact land in it and can be packed into its cache
+    (2.11-2.14: torch._inductor.utils.fresh_cache). Yields the directory; removed after."""
+    import tempfile
+
+    from torch._inductor.utils import fresh_cache
+
+    parent = tempfile.mkdtemp(prefix="precompile_nb_")
+    try:
+        with fresh_cache(dir=parent, delete=True):
+            yield os.environ["TORCHINDUCTOR_CACHE_DIR"]
+    finally:
+        import shutil
+
+        shutil.rmtree(parent, ignore_errors=True)
+
+
+def inductor_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
+                     ) -> tuple[str, torch.fx.GraphModule, Callable]:
+    """AOTAutograd + Inductor on a functional graph. Returns (the generated module's source,
+    the post-AOTAutograd graph Inductor lowered, the compiled callable)."""
+    from torch._inductor.compile_fx import compile_fx, compile_fx_inner
+
+    seen: dict[str, Any] = {}
+
+    def inner(inner_gm, inner_inputs, **kwargs):
+        seen["gm"] = inner_gm
+        compiled = compile_fx_inner(inner_gm, inner_inputs, **kwargs)
+        seen["source"] = compiled.source_code  # 2.11-2.14: CompiledFxGraph.source_code
+        return compiled
+
+    with no_precompiled_headers():
+        compiled = compile_fx(gm, list(example_inputs), inner_compile=inner)
+    if "source" not in seen:
+        raise RuntimeError("precompile_nb internal error: Inductor produced no module source")
+    return seen["source"], seen["gm"], compiled
+
+
+def strip_inductor_main(source: str) -> str:
+    """Drop the benchmark harness Inductor appends to its module (get_args / __main__); it
+    imports test utilities and is never called by the artifact (2.11-2.14 layout)."""
+    for marker in ("\n\ndef get_args():", "\n\ndef benchmark_compiled_module("):
+        cut = source.find(marker)
+        if cut != -1:
+            return source[:cut].rstrip() + "\n"
+    return source
+
+
+def inductor_cache_dir() -> str:
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    return cache_dir()
+
+
+def triton_cache_dir(device_index: int) -> str:
+    from torch._inductor.runtime.cache_dir_utils import triton_cache_dir as _tcd
+
+    return _tcd(device_index)
+
+
+# Files of a private compile dir that are not kernel binaries: caches of *our* graph at
+# the FX/AOT level (we never take those paths at load) and lock files.
+SKIP_CACHE_PARTS = ("fxgraph", "aotautograd", "locks", "pcache", "autotune_local_cache")
+
+
+def mark_unbacked(t: torch.Tensor, dim: int) -> None:
+    torch._dynamo.decorators.mark_unbacked(t, dim)
+
+
+def unbacked_marks(t: torch.Tensor) -> dict[int, tuple[int | None, int | None]]:
+    """Dims marked with mark_unbacked, with (min, max) bounds where given (2.11-2.14 attr
+    names: _dynamo_unbacked_indices, _dynamo_unbacked_bounds where present)."""
+    dims = set(getattr(t, "_dynamo_unbacked_indices", set()) or set())
+    bounds = getattr(t, "_dynamo_unbacked_bounds", {}) or {}
+    out = {}
+    for d in sorted(dims):
+        lo, hi = bounds.get(d, (None, None)) if isinstance(bounds, dict) else (None, None)
+        out[int(d)] = (lo, hi)
+    return out
+
+
+def no_precompiled_headers() -> contextlib.AbstractContextManager:
+    """Inductor's precompiled C++ header (2.11-2.14: config.cpp_cache_precompile_headers) is
+    kept in a per-user dir outside TORCHINDUCTOR_CACHE_DIR, and every fresh process runs the
+    C++ preprocessor over it before it even looks for a cached kernel .so; the flag also
+    enters every kernel's cache key. precompile compiles with it off and load execs with it
+    off, so the keys match and a warm load runs no C++ tool at all."""
+    from torch._inductor import config
+
+    if hasattr(config, "cpp_cache_precompile_headers"):
+        return config.patch(cpp_cache_precompile_headers=False)
+    return contextlib.nullcontext()

@@ -1,0 +1,294 @@
+# ---- precompile_nb driver (copied verbatim into every artifact; imports only torch) ----
+# The driver is the artifact's calling convention made executable: it checks the arguments
+# against the metadata literal _PC_META, flattens the model(s) into graph inputs, calls the
+# compiled graph, writes mutations back, rebuilds aliases and scatters gradients.
+# See Note [one driver, two homes] in precompile_nb/core/emit.py.
+import torch as _pc_torch
+from torch.utils import _pytree as _pc_pytree
+
+_PC_INVARIANTS = {
+    1: "everything live is an input",
+    2: "the runtime model matches the traced one structurally",
+    3: "control flow and shapes are specialized to the example",
+    4: "boundary effects are captured; uncapturable side effects are rejected",
+    5: "backward is part of the computation",
+    6: "dtype, device and (inductor) layout are specialized",
+    7: "python_code and cache are trusted executable input",
+}
+
+
+def _pc_format_violation(what, invariant=None, stage=None, where=None, expected=None,
+                         actual=None, hint=None):
+    """One message a person can act on: what happened, the invariant, where, expected vs
+    actual, and the fix."""
+    lines = [what]
+    if invariant is not None:
+        lines.append(f"  invariant {invariant}: {_PC_INVARIANTS.get(invariant, '?')}")
+    if stage is not None:
+        lines.append(f"  stage:    {stage}")
+    if where is not None:
+        lines.append(f"  where:    {where}")
+    if expected is not None or actual is not None:
+        lines.append(f"  expected: {expected}")
+        lines.append(f"  actual:   {actual}")
+    if hint is not None:
+        lines.append(f"  fix:      {hint}")
+    return "\n".join(lines)
+
+
+class PrecompileError(RuntimeError):
+    """Raised when capture, lowering, load or a call breaks the precompile programming model.
+
+    Structured fields (for tools): invariant (1-7 or None), stage ('capture', 'lower', 'load',
+    'call'), where (argument path, parameter name, variable or graph node), expected, actual,
+    hint (the fix), and extra (a dict of further details, e.g. graph node names, source lines).
+    """
+
+    def __init__(self, what, *, invariant=None, stage=None, where=None, expected=None,
+                 actual=None, hint=None, extra=None):
+        self.what = what
+        self.invariant = invariant
+        self.stage = stage
+        self.where = where
+        self.expected = expected
+        self.actual = actual
+        self.hint = hint
+        self.extra = dict(extra or {})
+        super().__init__(_pc_format_violation(what, invariant, stage, where, expected,
+                                              actual, hint))
+
+
+def _pc_describe(t):
+    """The fields of a tensor that the artifact is specialized to, in the words of _PC_META."""
+    return (f"shape={list(t.shape)} dtype={str(t.dtype).replace('torch.', '')} "
+            f"device={t.device} stride={list(t.stride())}")
+
+
+def _pc_decode_const(v):
+    # dtypes and devices are stored as tagged lists so _PC_META stays a plain literal
+    if isinstance(v, list) and len(v) == 2 and v[0] == "__torch.dtype__":
+        return getattr(_pc_torch, v[1])
+    if isinstance(v, list) and len(v) == 2 and v[0] == "__torch.device__":
+        return _pc_torch.device(v[1])
+    return v
+
+
+def _pc_make_forward(meta, graph_call, error_class=None):
+    """Build the artifact's forward(*args) from its metadata and its compiled graph."""
+    Err = error_class or PrecompileError
+    inputs = meta["inputs"]
+    check_strides = meta["check_strides"]
+    fn_name = meta["fn_name"]
+
+    # Per graph input: (where, shape-or-None, dtype, device, stride-or-None, spec).
+    # A shape of None means "some dims are dynamic": checked dim by dim.
+    checks = []
+    for spec in inputs:
+        dyn = {int(d): b for d, b in spec.get("dynamic", {}).items()}
+        shape = None if dyn else _pc_torch.Size(spec["shape"])
+        stride = tuple(spec["stride"]) if (check_strides and not dyn) else None
+        checks.append((spec["where"], shape, getattr(_pc_torch, spec["dtype"]),
+                       _pc_torch.device(spec["device"]), stride, spec, dyn))
+
+    constants = [
+        _pc_torch.tensor(c["data"], dtype=getattr(_pc_torch, c["dtype"]),
+                         device=c["device"]).reshape(c["shape"])
+        for c in meta["constants"]
+    ]
+
+    # Per positional argument: what it is and how it becomes graph inputs.
+    arg_plan = []
+    for a in meta["args"]:
+        kind = a["kind"]
+        if kind == "module":
+            arg_plan.append((kind, a["path"], tuple(a["names"]), a["n_params"],
+                             a.get("training")))
+        elif kind == "pytree":
+            leaves = [(lf["kind"], _pc_decode_const(lf.get("value"))) for lf in a["leaves"]]
+            arg_plan.append((kind, a["path"], _pc_pytree.treespec_loads(a["spec"]), leaves,
+                             a["leaf_paths"]))
+        elif kind == "const":
+            arg_plan.append((kind, a["path"], _pc_decode_const(a["value"])))
+        else:  # "tensor"
+            arg_plan.append((kind, a["path"]))
+    nargs = len(arg_plan)
+
+    mutations = [tuple(m) for m in meta["mutations"]]
+    grads = [tuple(g) for g in meta["grads"]]
+    out_meta = meta["outputs"]
+    out_spec = _pc_pytree.treespec_loads(out_meta["spec"])
+    out_leaves = []
+    for lf in out_meta["leaves"]:
+        k = lf["kind"]
+        if k == "graph":
+            out_leaves.append((0, lf["index"], None))
+        elif k == "input":
+            out_leaves.append((1, lf["index"], None))
+        elif k == "alias":
+            out_leaves.append((2, lf["index"], (lf["size"], lf["stride"], lf["offset"])))
+        else:
+            out_leaves.append((3, _pc_decode_const(lf["value"]), None))
+    single_graph_output = (out_spec.is_leaf() and len(out_leaves) == 1
+                           and out_leaves[0][0] == 0)
+    device_types = sorted({_pc_torch.device(s["device"]).type for s in inputs} or {"cpu"})
+    is_autocast_enabled = _pc_torch.is_autocast_enabled
+    no_grad = _pc_torch.no_grad
+    Tensor = _pc_torch.Tensor
+    Module = _pc_torch.nn.Module
+
+    def fail_tensor(i, t):
+        where, shape, dtype, device, stride, spec, dyn = checks[i]
+        if not isinstance(t, Tensor):
+            raise Err(f"{fn_name}: {where} must be a tensor", invariant=6, stage="call",
+                      where=where, expected="torch.Tensor", actual=type(t).__name__,
+                      hint="pass the same kind of value as at capture")
+        exp = (f"shape={_pc_shape_str(spec)} dtype={spec['dtype']} device={spec['device']}"
+               + (f" stride={spec['stride']}" if stride is not None else ""))
+        if t.dtype != dtype or t.device != device:
+            inv, what, hint = 6, "dtype or device differs from the example", (
+                f"convert it: {where}.to(device='{spec['device']}', "
+                f"dtype=torch.{spec['dtype']}), or precompile again with such an example")
+        elif stride is not None and t.shape == shape:
+            inv, what, hint = 6, "memory layout (strides) differs from the example", (
+                "the inductor artifact is specialized to the example's layout: pass "
+                f"{where}.contiguous() (or the example's memory format), or use "
+                "backend='eager' which accepts any layout")
+        else:
+            inv, what = 3, "shape differs from the example"
+            hint = ("shapes are specialized at capture: pass the example's shape, or mark the "
+                    "dimension dynamic with torch._dynamo.decorators.mark_unbacked(t, dim) "
+                    "before precompile (inductor backend)")
+            if dyn:
+                hint = ("only the dims marked dynamic may vary, within their bounds; "
+                        + hint)
+        raise Err(f"{fn_name}: {where}: {what}", invariant=inv, stage="call", where=where,
+                  expected=exp, actual=_pc_describe(t), hint=hint)
+
+    def check_dynamic(i, t):
+        where, _, dtype, device, _, spec, dyn = checks[i]
+        if t.dtype != dtype or t.device != device or t.dim() != len(spec["shape"]):
+            fail_tensor(i, t)
+        for d, n in enumerate(t.shape):
+            if d in dyn:
+                lo, hi = dyn[d]
+                if (lo is not None and n < lo) or (hi is not None and n > hi):
+                    raise Err(f"{fn_name}: {where}: dynamic dim {d} out of its bounds",
+                              invariant=3, stage="call", where=f"{where}.shape[{d}]",
+                              expected=f"{lo} <= size <= {hi}", actual=n,
+                              hint="pass a size inside the bounds given to mark_unbacked")
+            elif n != spec["shape"][d]:
+                fail_tensor(i, t)
+        if check_strides and not t.is_contiguous():
+            # invariant 6: with dynamic dims we specialize to contiguous layout
+            raise Err(f"{fn_name}: {where}: memory layout differs from the example",
+                      invariant=6, stage="call", where=where, expected="contiguous",
+                      actual=_pc_describe(t), hint=f"pass {where}.contiguous()")
+
+    def flatten_module(path, names, n_params, training, m):
+        if not isinstance(m, Module):
+            raise Err(f"{fn_name}: {path} must be an nn.Module", invariant=2, stage="call",
+                      where=path, expected="torch.nn.Module", actual=type(m).__name__,
+                      hint="pass the model (the same architecture as at capture)")
+        named = list(m.named_parameters()) + list(m.named_buffers())
+        if len(named) != len(names) or any(n != e for (n, _), e in zip(named, names)):
+            got = [n for n, _ in named]
+            diff = next((k for k, (a, b) in enumerate(zip(names, got)) if a != b),
+                        min(len(names), len(got)))
+            raise Err(f"{fn_name}: {path}: the model's parameters/buffers differ from the "
+                      "traced model", invariant=2, stage="call", where=path,
+                      expected=f"{len(names)} entries, #{diff} = "
+                               f"{names[diff] if diff < len(names) else '(end)'}",
+                      actual=f"{len(got)} entries, #{diff} = "
+                             f"{got[diff] if diff < len(got) else '(end)'}",
+                      hint="build the model exactly as at capture (same class, config and "
+                           "weight tying) and load your weights into it")
+        if training is not None and m.training != training:
+            raise Err(f"{fn_name}: {path}: train/eval mode differs from the traced model",
+                      invariant=3, stage="call", where=f"{path}.training",
+                      expected=training, actual=m.training,
+                      hint=f"call {path}.{'train' if training else 'eval'}() first, or "
+                           "precompile the other mode too")
+        return [t for _, t in named]
+
+    def forward(*args):
+        if len(args) != nargs:
+            raise Err(f"{fn_name}: takes {nargs} positional arguments, got {len(args)}",
+                      invariant=3, stage="call", where="arguments", expected=nargs,
+                      actual=len(args), hint="call it as at capture, positionally")
+        flat = []
+        for plan, a in zip(arg_plan, args):
+            kind = plan[0]
+            if kind == "tensor":
+                flat.append(a)
+            elif kind == "module":
+                flat.extend(flatten_module(plan[1], plan[2], plan[3], plan[4], a))
+            elif kind == "pytree":
+                leaves, spec = _pc_pytree.tree_flatten(a)
+                if spec != plan[2]:
+                    raise Err(f"{fn_name}: {plan[1]}: structure differs from the example",
+                              invariant=3, stage="call", where=plan[1],
+                              expected=str(plan[2]), actual=str(spec),
+                              hint="pass the same nesting of lists/tuples/dicts as at capture")
+                for (lk, lv), leaf, lpath in zip(plan[3], leaves, plan[4]):
+                    if lk == "tensor":
+                        flat.append(leaf)
+                    elif type(leaf) is not type(lv) or leaf != lv:
+                        raise Err(f"{fn_name}: {lpath}: non-tensor value differs from the "
+                                  "one baked at capture", invariant=3, stage="call",
+                                  where=lpath, expected=repr(lv), actual=repr(leaf),
+                                  hint="non-tensor inputs are baked: pass the captured value, "
+                                       "or precompile again with the new one (or pass it as "
+                                       "a tensor)")
+            elif type(a) is not type(plan[2]) or a != plan[2]:
+                raise Err(f"{fn_name}: {plan[1]}: non-tensor value differs from the one baked "
+                          "at capture", invariant=3, stage="call", where=plan[1],
+                          expected=repr(plan[2]), actual=repr(a),
+                          hint="non-tensor inputs are baked: pass the captured value, or "
+                               "precompile again with the new one (or pass it as a tensor)")
+        for i, t in enumerate(flat):
+            c = checks[i]
+            if c[1] is None:
+                check_dynamic(i, t)
+            elif (not isinstance(t, Tensor) or t.shape != c[1] or t.dtype != c[2]
+                  or t.device != c[3] or (c[4] is not None and t.stride() != c[4])):
+                fail_tensor(i, t)
+        with no_grad():
+            # Ambient autocast would re-cast the graph's ops: the artifact is specialized, so
+            # neutralise it (SPEC §4).
+            if any(is_autocast_enabled(d) for d in device_types):
+                with _pc_torch.autocast(device_types[0], enabled=False):
+                    outs = graph_call(flat + constants)
+            else:
+                outs = graph_call(flat + constants)
+            for i, o in mutations:
+                flat[i].copy_(outs[o])  # invariant 4: write mutations back
+            for i, o in grads:  # invariant 5: accumulate like eager .backward()
+                p = flat[i]
+                if p.grad is None:
+                    p.grad = outs[o]
+                else:
+                    p.grad += outs[o]
+        if single_graph_output:
+            return outs[out_leaves[0][1]]
+        res = []
+        for k, v, extra in out_leaves:
+            if k == 0:
+                res.append(outs[v])
+            elif k == 1:
+                res.append(flat[v])
+            elif k == 2:
+                res.append(flat[v].as_strided(*extra))  # invariant 4: aliases stay aliases
+            else:
+                res.append(v)
+        return _pc_pytree.tree_unflatten(res, out_spec)
+
+    forward.__name__ = fn_name
+    forward.__qualname__ = fn_name
+    return forward
+
+
+def _pc_shape_str(spec):
+    dyn = spec.get("dynamic", {})
+    return "[" + ", ".join(
+        f"<dynamic {str(d)}>" if str(d) in dyn or d in dyn else str(n)
+        for d, n in enumerate(spec["shape"])) + "]"

@@ -1,0 +1,552 @@
+"""Stage 1: capture(fn, example_inputs) -> Captured.
+
+A non-strict make_fx trace of the *whole* computation with every parameter, buffer and tensor
+input lifted to a graph input, so no weight lives in the artifact. Capture enforces the
+invariants that can be seen at trace time (1: nothing live baked; 3: no data-dependent reads;
+4: no uncapturable effects) and records everything a later stage or a viewer needs.
+It leaves the world as it found it: the trace runs on fake tensors, the RNG is restored.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import inspect
+import math
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch.utils import _pytree as pytree
+
+from . import _compat
+from .errors import PrecompileError, user_frame
+from .schemas import Captured, ConstantSpec, GraphNodeInfo, TensorSpec
+
+# Constants created inside fn (torch.tensor([...])) are carried as literals up to this size;
+# anything larger is almost surely live data that should be an input (invariant 1).
+MAX_LITERAL_NUMEL = 4096
+
+_LITERAL_TYPES = (bool, int, float, str, type(None))
+
+
+def capture(fn: Callable, example_inputs: Sequence[Any], *,
+            decompositions: dict | None = None) -> Captured:
+    """Trace `fn(*example_inputs)` into one ATen graph with all tensors lifted to inputs.
+
+    >>> import torch
+    >>> c = capture(lambda m, x: m(x), [torch.nn.Linear(2, 3), torch.randn(4, 2)])
+    >>> [s.where for s in c.inputs]
+    ['m.weight', 'm.bias', 'x']
+    """
+    t0 = time.perf_counter()
+    if not callable(fn):
+        raise TypeError(f"precompile: fn must be callable, got {type(fn).__name__}")
+    if ambient := _compat.autocast_enabled_devices():
+        raise PrecompileError(
+            "precompile was called under torch.autocast", invariant=6, stage="capture",
+            where="ambient autocast", expected="autocast disabled around precompile",
+            actual=f"enabled for {ambient}",
+            hint="put the `with torch.autocast(...)` inside fn so it is part of the captured "
+                 "computation, and call precompile outside it")
+    names = _arg_names(fn, len(example_inputs))
+    lifted = _lift(example_inputs, names)
+
+    state: dict[str, Any] = {}
+    flat_fn = _make_flat_fn(fn, example_inputs, lifted, state)
+    tracing_mode = "symbolic" if any(s.dynamic for s in lifted.specs) else "fake"
+    trace_inputs = _trace_inputs(lifted)
+    with _compat.preserved_rng_state(), torch.enable_grad():
+        try:
+            gm = _compat.make_fx_trace(flat_fn, trace_inputs, decompositions=decompositions,
+                                       tracing_mode=tracing_mode)
+        except _compat.data_dependent_errors() as e:
+            raise PrecompileError(
+                f"{_fn_name(fn)}: a value or a branch depends on tensor data",
+                invariant=3, stage="capture",
+                where=user_frame(e.__traceback__) or "inside fn",
+                expected="control flow and shapes fixed by the example inputs",
+                actual=f"{type(e).__name__}: {str(e).splitlines()[0]}",
+                hint="keep .item(), .tolist(), bool(tensor) and data-dependent shapes out of "
+                     "fn: compute with tensors (torch.where instead of if), or do the "
+                     "data-dependent part outside the precompiled computation") from e
+    constants = _check_constants(gm, fn, example_inputs, names, lifted)
+    _check_nodes(gm, fn)
+    _pin_factory_dtypes(gm)
+    _drop_detach(gm)
+    gm.recompile()
+
+    fake_inputs = tuple(n.meta["val"] for n in gm.graph.nodes if n.op == "placeholder")
+    captured = Captured(
+        fn_name=_fn_name(fn),
+        graph=gm,
+        tracing_mode=tracing_mode,
+        fake_inputs=fake_inputs,
+        inputs=tuple(lifted.specs),
+        constants=tuple(constants),
+        args=tuple(lifted.args_meta),
+        out_spec=pytree.treespec_dumps(state["out_spec"]),
+        out_leaves=tuple(state["out_leaves"]),
+        n_user_outputs=state["n_user_outputs"],
+        grads=tuple(state["grads"]),
+        aliases=tuple(state["aliases"]),
+        mutated=tuple(sorted(set(state["mutated"]) | _schema_mutated(gm))),
+        baked=tuple(lifted.baked),
+        nodes=(),
+        seconds=0.0,
+    )
+    return dataclasses.replace(captured, nodes=graph_nodes(captured),
+                               seconds=time.perf_counter() - t0)
+
+
+# ---------------------------------------------------------------------------------------------
+# lifting the arguments
+
+
+class _Lifted:
+    """The example arguments split into graph-input tensors and everything else."""
+
+    def __init__(self) -> None:
+        self.tensors: list[torch.Tensor] = []  # graph inputs, in order
+        self.specs: list[TensorSpec] = []
+        self.args_meta: list[dict[str, Any]] = []
+        self.baked: list[tuple[str, Any]] = []
+        # per positional arg, how flat_fn rebuilds it from the traced tensors
+        self.rebuild: list[tuple[str, Any]] = []
+
+
+def _arg_names(fn: Callable, n: int) -> list[str]:
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    names = []
+    for i in range(n):
+        p = params[i] if i < len(params) else None
+        if p is not None and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            names.append(p.name)
+        else:
+            names.append(f"args[{i}]")
+    return names
+
+
+def _fn_name(fn: Callable) -> str:
+    name = getattr(fn, "__name__", None) or type(fn).__name__
+    return "fn" if name == "<lambda>" else name
+
+
+def _tensor_spec(t: torch.Tensor, where: str, kind: str, arg: int) -> TensorSpec:
+    dynamic = _compat.unbacked_marks(t) if kind == "input" else {}
+    return TensorSpec(where=where, kind=kind, arg=arg, shape=tuple(t.shape),
+                      stride=tuple(t.stride()), dtype=str(t.dtype).replace("torch.", ""),
+                      device=str(t.device), requires_grad=bool(t.requires_grad),
+                      dynamic=dynamic)
+
+
+def _lift(example_inputs: Sequence[Any], names: list[str]) -> _Lifted:
+    L = _Lifted()
+    for i, a in enumerate(example_inputs):
+        path = names[i]
+        if isinstance(a, torch.nn.Module):
+            index: dict[int, int] = {}
+            params = list(a.named_parameters())  # tied weights collapse by identity
+            buffers = list(a.named_buffers())
+            for kind, entries in (("param", params), ("buffer", buffers)):
+                for n, t in entries:
+                    index[id(t)] = len(L.tensors)
+                    L.tensors.append(t)
+                    L.specs.append(_tensor_spec(t, f"{path}.{n}", kind, i))
+            # every name, tied aliases included, so reparametrization sees the one tensor
+            all_names = ([(n, index[id(t)]) for n, t in a.named_parameters(remove_duplicate=False)]
+                         + [(n, index[id(t)]) for n, t in a.named_buffers(remove_duplicate=False)])
+            L.args_meta.append({"kind": "module", "path": path,
+                                "names": [n for n, _ in params] + [n for n, _ in buffers],
+                                "n_params": len(params), "training": bool(a.training)})
+            L.rebuild.append(("module", all_names))
+        elif isinstance(a, torch.Tensor):
+            L.rebuild.append(("tensor", len(L.tensors)))
+            L.tensors.append(a)
+            L.specs.append(_tensor_spec(a, path, "input", i))
+            L.args_meta.append({"kind": "tensor", "path": path})
+        else:
+            with_path, spec = pytree.tree_flatten_with_path(a)
+            if spec.is_leaf():
+                value = _literal(a, path)
+                L.baked.append((path, a))
+                L.args_meta.append({"kind": "const", "path": path, "value": value})
+                L.rebuild.append(("const", a))
+                continue
+            leaves, leaf_paths, slots = [], [], []
+            for kp, leaf in with_path:
+                where = path + pytree.keystr(kp)
+                leaf_paths.append(where)
+                if isinstance(leaf, torch.Tensor):
+                    slots.append(len(L.tensors))
+                    L.tensors.append(leaf)
+                    L.specs.append(_tensor_spec(leaf, where, "input", i))
+                    leaves.append({"kind": "tensor"})
+                else:
+                    if isinstance(leaf, torch.nn.Module):
+                        raise PrecompileError(
+                            f"a module is nested inside argument '{path}'", invariant=1,
+                            stage="capture", where=where, expected="nn.Module as a "
+                            "top-level positional argument", actual="nested in a container",
+                            hint="pass each model as its own positional argument of fn")
+                    slots.append(None)
+                    L.baked.append((where, leaf))
+                    leaves.append({"kind": "const", "value": _literal(leaf, where)})
+            L.args_meta.append({"kind": "pytree", "path": path,
+                                "spec": pytree.treespec_dumps(spec), "leaves": leaves,
+                                "leaf_paths": leaf_paths})
+            L.rebuild.append(("pytree", (spec, slots, [lf for _, lf in with_path])))
+    seen: dict[int, str] = {}
+    for t, s in zip(L.tensors, L.specs):
+        if s.kind == "input" and id(t) in seen:
+            raise PrecompileError(
+                "the same tensor is passed twice", invariant=4, stage="capture",
+                where=s.where, expected="distinct tensors", actual=f"same object as {seen[id(t)]}",
+                hint="pass it once, or pass a .clone() for the second use")
+        seen.setdefault(id(t), s.where)
+    return L
+
+
+def _literal(v: Any, where: str) -> Any:
+    """A non-tensor input/output value as a plain literal for _PC_META (checked per call)."""
+    if isinstance(v, _LITERAL_TYPES):
+        if isinstance(v, float) and not math.isfinite(v):
+            raise PrecompileError(
+                "a non-finite float cannot be baked", invariant=3, stage="capture", where=where,
+                expected="a finite number", actual=repr(v),
+                hint="pass it as a tensor (torch.tensor(v)) instead")
+        return v
+    if isinstance(v, torch.dtype):
+        return ["__torch.dtype__", str(v).replace("torch.", "")]
+    if isinstance(v, torch.device):
+        return ["__torch.device__", str(v)]
+    raise PrecompileError(
+        f"unsupported non-tensor value of type {type(v).__name__}", invariant=3,
+        stage="capture", where=where,
+        expected="tensor, nn.Module, or a bool/int/float/str/None/dtype/device (baked and "
+                 "checked per call), in tuples/lists/dicts",
+        actual=f"{type(v).__name__}: {v!r:.80}",
+        hint="pass tensors for data; fold other configuration into fn (a closure or "
+             "functools.partial) so it is baked explicitly")
+
+
+def _trace_inputs(L: _Lifted) -> list[torch.Tensor]:
+    """What make_fx traces with: detached views that make_fx turns into fakes (the real
+    tensors are never written: capture leaves the world as it found it)."""
+    out = []
+    for t, s in zip(L.tensors, L.specs):
+        d = t.detach()
+        if s.requires_grad:
+            d.requires_grad_(True)  # a leaf: backward inside fn accumulates into its .grad
+        if s.dynamic:
+            for dim in s.dynamic:
+                _compat.mark_unbacked(d, dim)
+        out.append(d)
+    return out
+
+
+def _make_flat_fn(fn: Callable, example_inputs: Sequence[Any], L: _Lifted,
+                  state: dict[str, Any]) -> Callable:
+    def flat_fn(*ts: torch.Tensor):
+        args = []
+        with contextlib.ExitStack() as stack:
+            for (kind, data), a in zip(L.rebuild, example_inputs):
+                if kind == "module":
+                    stack.enter_context(_compat.reparametrize(a, {n: ts[k] for n, k in data}))
+                    args.append(a)
+                elif kind == "tensor":
+                    args.append(ts[data])
+                elif kind == "pytree":
+                    spec, slots, leaves = data
+                    args.append(pytree.tree_unflatten(
+                        [lf if k is None else ts[k] for k, lf in zip(slots, leaves)], spec))
+                else:
+                    args.append(data)
+            versions = [t._version for t in ts]
+            out = fn(*args)
+        leaves, spec = pytree.tree_flatten(out)
+        tensor_outs, out_leaves, aliases = [], [], []
+        keys = [_compat.storage_key(t) for t in ts]
+        for leaf in leaves:
+            if isinstance(leaf, torch.Tensor):
+                entry = {"kind": "graph", "index": len(tensor_outs)}
+                key = _compat.storage_key(leaf)
+                for k, kk in enumerate(keys):
+                    if kk == key:  # invariant 4: this result views input k
+                        aliases.append((len(tensor_outs), k))
+                        entry["alias_of"] = k
+                        entry["view"] = (list(leaf.shape), list(leaf.stride()),
+                                         leaf.storage_offset())
+                        break
+                out_leaves.append(entry)
+                tensor_outs.append(leaf)
+            else:
+                out_leaves.append({"kind": "const", "value": _literal(leaf, "fn's result")})
+        grads = []
+        for k, t in enumerate(ts):
+            if t.requires_grad and t.grad is not None:
+                grads.append((k, len(tensor_outs) + len(grads), t.grad))
+        state["out_spec"] = spec
+        state["out_leaves"] = out_leaves
+        state["n_user_outputs"] = len(tensor_outs)
+        state["grads"] = [(k, o) for k, o, _ in grads]
+        state["aliases"] = aliases
+        state["mutated"] = [k for k, t in enumerate(ts) if t._version != versions[k]]
+        return tuple(tensor_outs) + tuple(g for _, _, g in grads)
+
+    return flat_fn
+
+
+# ---------------------------------------------------------------------------------------------
+# graph checks
+
+
+def _external_tensors(fn: Callable, example_inputs: Sequence[Any],
+                      names: list[str]) -> dict[int, tuple[str, str]]:
+    """Tensors fn can reach without them being inputs: id -> (where, fix)."""
+    found: dict[int, tuple[str, str]] = {}
+
+    def add(obj: Any, var: str, where: str, fix: str) -> None:
+        if isinstance(obj, torch.Tensor):
+            found.setdefault(id(obj), (where, fix))
+        elif isinstance(obj, torch.nn.Module):
+            for n, t in list(obj.named_parameters()) + list(obj.named_buffers()):
+                found.setdefault(id(t), (f"{where}, its {n}",
+                                         f"pass `{var}` to fn as a positional argument "
+                                         "instead of closing over it"))
+
+    def scan_function(f: Any, depth: int) -> None:
+        code = getattr(f, "__code__", None)
+        if code is None or depth > 2:
+            return
+        tensor_fix = ("pass `{v}` to fn as an argument (or register it on the model with "
+                      "register_buffer / nn.Parameter)")
+        for var, cell in zip(code.co_freevars, getattr(f, "__closure__", None) or ()):
+            try:
+                v = cell.cell_contents
+            except ValueError:
+                continue
+            add(v, var, f"closure variable '{var}'", tensor_fix.format(v=var))
+            scan_function(v, depth + 1)
+        g = getattr(f, "__globals__", {})
+        co_names = set(code.co_names)
+        for c in code.co_consts:
+            if inspect.iscode(c):
+                co_names |= set(c.co_names)
+        for var in co_names:
+            if var in g:
+                add(g[var], var, f"global '{var}'", tensor_fix.format(v=var))
+        for k, v in enumerate(getattr(f, "__defaults__", None) or ()):
+            add(v, f"default #{k}", f"default argument #{k}",
+                "pass it explicitly as an argument")
+
+    scan_function(fn, 0)
+    for i, a in enumerate(example_inputs):
+        if isinstance(a, torch.nn.Module):
+            for mpath, sub in a.named_modules():
+                registered = set(sub._parameters) | set(sub._buffers)
+                for k, v in vars(sub).items():
+                    if isinstance(v, torch.Tensor) and k not in registered:
+                        full = ".".join(p for p in (names[i], mpath, k) if p)
+                        found[id(v)] = (
+                            f"plain module attribute {full} (not a registered parameter or "
+                            "buffer)",
+                            f"register it: self.register_buffer('{k}', tensor) or "
+                            f"self.{k} = nn.Parameter(tensor)")
+    return found
+
+
+def _check_constants(gm: torch.fx.GraphModule, fn: Callable, example_inputs: Sequence[Any],
+                     names: list[str], L: _Lifted) -> list[ConstantSpec]:
+    """Invariant 1. Tensor constants in the trace are either small tensors fn created itself
+    (kept as literals and lifted to inputs) or live data fn reached around its arguments
+    (rejected, all of them named at once)."""
+    const_nodes = [n for n in gm.graph.nodes if n.op == "get_attr"
+                   and isinstance(getattr(gm, n.target, None), torch.Tensor)]
+    if not const_nodes:
+        return []
+    external = _external_tensors(fn, example_inputs, names)
+    bad, keep = [], []
+    for n in const_nodes:
+        t = getattr(gm, n.target)
+        hit = external.get(id(t)) or (external.get(id(t._base)) if t._base is not None else None)
+        only_fresh = all(u.target is torch.ops.aten.lift_fresh_copy.default for u in n.users)
+        if hit is None and only_fresh and t.numel() <= MAX_LITERAL_NUMEL:
+            keep.append(n)
+        else:
+            where, fix = hit or (
+                f"a tensor constant of shape {list(t.shape)} (graph node {n.name})",
+                "make it an input: pass it to fn or register it on the model")
+            users = [u.name for u in n.users]
+            stack = next((u.meta.get("stack_trace") for u in n.users
+                          if u.meta.get("stack_trace")), None)
+            bad.append((where, fix, t, users, stack))
+    if bad:
+        where, fix, t, users, stack = bad[0]
+        raise PrecompileError(
+            f"{_fn_name(fn)} reads {len(bad)} tensor(s) that are not inputs; they would be "
+            "baked into the artifact as constants", invariant=1, stage="capture", where=where,
+            expected="every tensor fn reads arrives as an argument or a registered "
+                     "parameter/buffer of a module argument",
+            actual=f"baked constant shape={list(t.shape)} dtype={t.dtype}"
+                   + ("; also: " + "; ".join(b[0] for b in bad[1:]) if len(bad) > 1 else ""),
+            hint=fix,
+            extra={"offenders": [b[0] for b in bad], "nodes": [b[3] for b in bad],
+                   "source": _last_user_line(stack)})
+    # lift the kept literals into placeholders after the inputs
+    specs = []
+    last_ph = [n for n in gm.graph.nodes if n.op == "placeholder"][-1]
+    for k, n in enumerate(keep):
+        t = getattr(gm, n.target)
+        with gm.graph.inserting_after(last_ph):
+            ph = gm.graph.placeholder(f"_pc_const{k}")
+        last_ph = ph
+        ph.meta = dict(n.meta)
+        ph.meta["val"] = _fake_like(gm, t)
+        n.replace_all_uses_with(ph)
+        gm.graph.erase_node(n)
+        delattr(gm, n.target)
+        specs.append(ConstantSpec(shape=tuple(t.shape), dtype=str(t.dtype).replace("torch.", ""),
+                                  device=str(t.device), data=t.detach().cpu().tolist()))
+    return specs
+
+
+def _fake_like(gm: torch.fx.GraphModule, t: torch.Tensor) -> Any:
+    from torch._guards import detect_fake_mode
+
+    vals = [n.meta.get("val") for n in gm.graph.nodes if n.op == "placeholder"]
+    mode = detect_fake_mode([v for v in vals if isinstance(v, torch.Tensor)])
+    return mode.from_tensor(t) if mode is not None else t
+
+
+def _last_user_line(stack: str | None) -> str | None:
+    if not stack:
+        return None
+    lines = [ln.strip() for ln in stack.strip().splitlines()]
+    frames = [ln for ln in lines if ln.startswith("File ")]
+    for k in range(len(frames) - 1, -1, -1):
+        if "/torch/" not in frames[k] and "/precompile_nb/core/" not in frames[k]:
+            return frames[k]
+    return frames[-1] if frames else None
+
+
+def _check_nodes(gm: torch.fx.GraphModule, fn: Callable) -> None:
+    for n in gm.graph.nodes:
+        if n.op != "call_function":
+            continue
+        if _compat.has_effects(n.target):
+            raise PrecompileError(
+                f"{_fn_name(fn)} calls a side-effecting op that cannot be captured",
+                invariant=4, stage="capture", where=f"graph node {n.name} ({n.target})",
+                expected="pure tensor ops and in-place updates of inputs/buffers",
+                actual=str(n.target), hint="move the side effect (printing, logging, "
+                "effectful custom ops) outside fn",
+                extra={"nodes": [n.name], "source": _last_user_line(n.meta.get("stack_trace"))})
+        if n.target is torch.ops.aten._local_scalar_dense.default:
+            raise PrecompileError(
+                f"{_fn_name(fn)} reads a tensor's value into Python (.item())", invariant=3,
+                stage="capture", where=_last_user_line(n.meta.get("stack_trace"))
+                or f"graph node {n.name}",
+                expected="no data-dependent Python values", actual=".item() / .tolist()",
+                hint="keep the value a tensor (e.g. x * t instead of x * t.item())",
+                extra={"nodes": [n.name]})
+
+
+_FACTORIES = {"zeros", "ones", "empty", "full", "rand", "randn", "arange", "scalar_tensor",
+              "empty_strided", "randint", "linspace", "eye", "new_zeros", "new_ones",
+              "new_empty", "new_full", "zeros_like", "ones_like", "empty_like", "full_like",
+              "rand_like", "randn_like"}
+
+
+def _pin_factory_dtypes(gm: torch.fx.GraphModule) -> None:
+    """Factory ops traced without dtype= would follow the *caller's* default dtype at run
+    time; pin them to what capture saw (invariant 6: dtypes are specialized)."""
+    for n in gm.graph.nodes:
+        if n.op != "call_function" or not isinstance(n.target, torch._ops.OpOverload):
+            continue
+        if n.target.__name__.split(".")[0] not in _FACTORIES:
+            continue
+        schema_args = {a.name for a in n.target._schema.arguments}
+        val = n.meta.get("val")
+        if "dtype" in schema_args and n.kwargs.get("dtype") is None and isinstance(
+                val, torch.Tensor):
+            n.kwargs = {**n.kwargs, "dtype": val.dtype}
+
+
+def _schema_mutated(gm: torch.fx.GraphModule) -> set[int]:
+    """Graph inputs written by an op's schema (native_batch_norm writes its running stats
+    without bumping the fake tensor's version counter)."""
+    phs = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    out = set()
+    for n in gm.graph.nodes:
+        if n.op != "call_function" or not isinstance(n.target, torch._ops.OpOverload):
+            continue
+        for a, v in zip(n.target._schema.arguments, n.args):
+            if a.alias_info is not None and a.alias_info.is_write and v in phs:
+                out.add(phs.index(v))
+    return out
+
+
+def _drop_detach(gm: torch.fx.GraphModule) -> None:
+    """detach is a no-op once autograd has been traced away; dropping it keeps Inductor from
+    materialising copies of it."""
+    for n in list(gm.graph.nodes):
+        if n.op == "call_function" and n.target is torch.ops.aten.detach.default:
+            n.replace_all_uses_with(n.args[0])
+            gm.graph.erase_node(n)
+
+
+# ---------------------------------------------------------------------------------------------
+# plain data for the viewers
+
+
+def graph_nodes(c: Captured) -> tuple[GraphNodeInfo, ...]:
+    gm = c.graph
+    nodes = list(gm.graph.nodes)
+    out_node = nodes[-1]
+    outs = list(out_node.args[0]) if out_node.op == "output" else []
+    user_outs = outs[:c.n_user_outputs]
+
+    def ancestors(roots):
+        seen, todo = set(), [r for r in roots if isinstance(r, torch.fx.Node)]
+        while todo:
+            x = todo.pop()
+            if x in seen:
+                continue
+            seen.add(x)
+            todo.extend(x.all_input_nodes)
+        return seen
+
+    forward = ancestors(user_outs)
+    ph_roles = [s.kind for s in c.inputs] + ["constant"] * len(c.constants)
+    ph_index = 0
+    infos = []
+    for n in nodes:
+        val = n.meta.get("val")
+        shape = dtype = None
+        if isinstance(val, torch.Tensor):
+            shape = tuple(d if isinstance(d, int) else str(d) for d in val.shape)
+            dtype = str(val.dtype).replace("torch.", "")
+        if n.op == "placeholder":
+            role = ph_roles[ph_index] if ph_index < len(ph_roles) else "input"
+            label = (c.inputs[ph_index].where if ph_index < len(c.inputs)
+                     else f"constant {ph_index - len(c.inputs)}")
+            ph_index += 1
+            target = label
+        elif n.op == "output":
+            role, target = "output", "output"
+        else:
+            role = "compute" if n in forward else "gradient"
+            target = str(n.target).replace("torch.ops.", "")
+        mstack = n.meta.get("nn_module_stack") or {}
+        module = ""
+        if mstack:
+            module = str(list(mstack.values())[-1][0])
+        infos.append(GraphNodeInfo(
+            name=n.name, op=n.op, target=target,
+            args=tuple(a.name for a in n.all_input_nodes), shape=shape, dtype=dtype, role=role,
+            module=module, stack=_last_user_line(n.meta.get("stack_trace"))))
+    return tuple(infos)

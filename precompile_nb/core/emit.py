@@ -1,0 +1,105 @@
+"""Stage 3: emit(captured, lowered) -> python_code.
+
+python_code is one self-contained module (needs only torch), in this order:
+  header comment   what it is, how to call it, that it holds no weights
+  graph            `call(args)`: Inductor's generated module, or the captured ATen graph
+  metadata         `_PC_META = {...}`: the calling convention as plain literals
+  driver           checks arguments, flattens models, calls the graph, writes back
+Each section starts with a marker line `# ==== [precompile_nb:NAME] ====`.
+
+Note [one driver, two homes]
+  The driver is real code in `_driver.py`, imported by the package (PrecompileError and the
+  message format live there) and copied verbatim into every artifact, so an artifact exec'd
+  where precompile_nb is not installed behaves exactly like one loaded through
+  precompile.load. The metadata literal is the single source of truth: the driver is built
+  from it at exec time, and load reads it back by AST without executing anything.
+"""
+from __future__ import annotations
+
+import pprint
+from pathlib import Path
+
+import torch
+
+from .schemas import Captured, Lowered
+
+ARTIFACT_FORMAT = "precompile_nb.artifact"
+ARTIFACT_VERSION = 1
+META_NAME = "_PC_META"
+SECTIONS = ("graph", "metadata", "driver")
+DRIVER_SOURCE = Path(__file__).with_name("_driver.py").read_text(encoding="utf-8")
+
+
+def marker(name: str) -> str:
+    return f"# ==== [precompile_nb:{name}] ===="
+
+
+def metadata(c: Captured, lw: Lowered) -> dict:
+    return {
+        "format": ARTIFACT_FORMAT,
+        "version": ARTIFACT_VERSION,
+        "backend": lw.backend,
+        "torch": torch.__version__,
+        "fn_name": c.fn_name,
+        "args": [dict(a) for a in c.args],
+        "inputs": [s.to_literal() for s in c.inputs],
+        "constants": [k.to_literal() for k in c.constants],
+        "outputs": {"spec": c.out_spec, "leaves": [dict(lf) for lf in lw.out_leaves]},
+        "mutations": [list(m) for m in lw.mutations],
+        "grads": [list(g) for g in lw.grads],
+        "check_strides": lw.check_strides,
+        "device_index": lw.device_index,
+    }
+
+
+def _signature(meta: dict) -> str:
+    parts = []
+    for a in meta["args"]:
+        if a["kind"] == "module":
+            parts.append(f"{a['path']}: nn.Module ({a['n_params']} params, "
+                         f"{len(a['names']) - a['n_params']} buffers)")
+        elif a["kind"] == "tensor":
+            s = next(i for i in meta["inputs"] if i["where"] == a["path"])
+            parts.append(f"{a['path']}: tensor {s['shape']} {s['dtype']} {s['device']}")
+        elif a["kind"] == "pytree":
+            parts.append(f"{a['path']}: container of {len(a['leaves'])} leaves")
+        else:
+            parts.append(f"{a['path']} = {a['value']!r} (baked)")
+    return ", ".join(parts)
+
+
+def emit(c: Captured, lw: Lowered) -> str:
+    """Assemble the artifact's source. See the module docstring for its layout."""
+    meta = metadata(c, lw)
+    args = ", ".join(a["path"] if a["path"].isidentifier() else f"arg{i}"
+                     for i, a in enumerate(meta["args"]))
+    header = [
+        f"# precompile_nb artifact: `{c.fn_name}`, compiled ahead of time "
+        f"(backend={lw.backend}, torch {torch.__version__}).",
+        "# Self-contained: needs only torch. It holds NO weights: pass the model(s) at every "
+        "call.",
+        f"# Call: ns = {{}}; exec(python_code, ns); result = ns['forward']({args})",
+        f"#   or: f = precompile_nb.precompile.load(python_code, cache); result = f({args})",
+        f"# Arguments (positional): {_signature(meta)}",
+        "# Executing this file runs code: only load artifacts you trust (invariant 7).",
+        "",
+    ]
+    body = [
+        marker("graph"), lw.source.rstrip(), "",
+        marker("metadata"), f"{META_NAME} = " + pprint.pformat(meta, width=100, sort_dicts=False),
+        "",
+        marker("driver"), DRIVER_SOURCE.rstrip(), "",
+        f"forward = _pc_make_forward({META_NAME}, call, "
+        "globals().get('__precompile_error__'))", "",
+    ]
+    return "\n".join(header + body)
+
+
+def section_lines(python_code: str) -> dict[str, int]:
+    """1-based line of each section marker, for the source viewer's jump list."""
+    out = {}
+    for k, ln in enumerate(python_code.splitlines(), start=1):
+        for name in SECTIONS:
+            if ln == marker(name):
+                out[name] = k
+    return out

@@ -1,0 +1,136 @@
+"""Stage 5: load(python_code, cache) -> callable.
+
+Reads the calling convention from python_code by AST (nothing runs before it validates),
+checks the cache's tag against python_code, puts the compiled binaries where this process's
+compiler caches look, then executes python_code (it is code: warned on every load).
+
+What a cache does on load (documented policy):
+  None or b""                      no cache: the kernels compile on load (slow, correct)
+  tag of another python_code        PrecompileError (invariant 7)
+  tag of another backend            PrecompileError (invariant 7)
+  unreadable / corrupted / tampered PrecompileError (invariant 7) naming the fix: load with
+                                    cache=None to compile instead
+  made by another torch build       a loud RuntimeWarning, the cache is ignored, kernels compile
+"""
+from __future__ import annotations
+
+import ast
+import itertools
+import linecache
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+from . import _compat, cache as _cache
+from .emit import ARTIFACT_FORMAT, ARTIFACT_VERSION, META_NAME
+from .errors import PrecompileError
+
+_counter = itertools.count()
+
+_NOT_ARTIFACT = ("pass the python_code string that precompile returned (or the NAME.py file "
+                 "saved next to NAME.cache)")
+
+
+class CacheWarning(RuntimeWarning):
+    """The cache was made by another torch build: it is ignored and the kernels compile."""
+
+
+def read_meta(python_code: str) -> dict[str, Any]:
+    """The calling-convention literal of an artifact, read without executing it."""
+    if not isinstance(python_code, str):
+        raise PrecompileError("python_code must be a str", invariant=7, stage="load",
+                              where="python_code", expected="str",
+                              actual=type(python_code).__name__, hint=_NOT_ARTIFACT)
+    try:
+        tree = ast.parse(python_code)
+    except (SyntaxError, ValueError) as e:
+        raise PrecompileError("python_code does not parse", invariant=7, stage="load",
+                              where=f"python_code line {getattr(e, 'lineno', '?')}",
+                              expected="a precompile_nb artifact", actual=str(e),
+                              hint=_NOT_ARTIFACT) from None
+    for node in tree.body:
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name) and node.targets[0].id == META_NAME):
+            try:
+                meta = ast.literal_eval(node.value)
+            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError) as e:
+                raise PrecompileError("the artifact's metadata is not a plain literal",
+                                      invariant=7, stage="load", where=META_NAME,
+                                      expected="a dict literal", actual=repr(e)[:200],
+                                      hint=_NOT_ARTIFACT) from None
+            break
+    else:
+        raise PrecompileError("python_code is not a precompile_nb artifact (no calling-"
+                              "convention metadata)", invariant=7, stage="load",
+                              where="python_code", expected=f"a module-level {META_NAME} = {{...}}",
+                              actual="not found", hint=_NOT_ARTIFACT)
+    required = {"format", "version", "backend", "fn_name", "args", "inputs", "outputs"}
+    if not isinstance(meta, dict) or not required <= set(meta):
+        raise PrecompileError("the artifact's metadata is incomplete", invariant=7,
+                              stage="load", where=META_NAME, expected=sorted(required),
+                              actual=sorted(meta) if isinstance(meta, dict) else type(meta),
+                              hint=_NOT_ARTIFACT)
+    if meta["format"] != ARTIFACT_FORMAT or meta["version"] != ARTIFACT_VERSION:
+        raise PrecompileError("unknown artifact format", invariant=7, stage="load",
+                              where=META_NAME,
+                              expected=f"{ARTIFACT_FORMAT} v{ARTIFACT_VERSION}",
+                              actual=f"{meta['format']} v{meta['version']}",
+                              hint="re-create the artifact with this precompile_nb version")
+    return meta
+
+
+def load(python_code: str, cache: bytes | None = None) -> Callable[..., Any]:
+    """Rebuild the callable of a (python_code, cache) pair made by precompile.
+
+    >>> import torch
+    >>> from precompile_nb import precompile
+    >>> code, cache = precompile(lambda m, x: m(x), torch.nn.Linear(2, 3), torch.randn(4, 2),
+    ...                          backend="eager")
+    >>> f = precompile.load(code, cache)  # doctest: +SKIP
+    """
+    meta = read_meta(python_code)
+    fn_name = str(meta["fn_name"])
+    warnings.warn(f"precompile.load executes python_code of `{fn_name}` as code: only load "
+                  "artifacts you trust (invariant 7)", UserWarning, stacklevel=2)
+    stats = {"cache_files": 0, "written": 0, "present": 0, "used": False}
+    if cache:
+        tag, header = _cache.read_tag(cache)
+        if tag.code_hash != _cache.code_hash(python_code):
+            raise PrecompileError("the cache belongs to another python_code", invariant=7,
+                                  stage="load", where="cache code_hash",
+                                  expected=_cache.code_hash(python_code)[:16],
+                                  actual=tag.code_hash[:16],
+                                  hint="load each python_code with the cache saved with it "
+                                       "(NAME.py with NAME.cache), or with cache=None")
+        if tag.backend != meta["backend"]:
+            raise PrecompileError("the cache was made for another backend", invariant=7,
+                                  stage="load", where="cache backend",
+                                  expected=meta["backend"], actual=tag.backend,
+                                  hint="load each python_code with the cache saved with it")
+        files = _cache.read_files(cache, header)
+        stats["cache_files"] = len(files)
+        if tag.torch != _compat.torch_build_id():
+            warnings.warn(f"the cache of `{fn_name}` was made by torch {tag.torch}, this is "
+                          f"{_compat.torch_build_id()}: ignoring it, the kernels will compile "
+                          "now (precompile again with this torch to get a matching cache)",
+                          CacheWarning, stacklevel=2)
+        elif files:
+            with _compat.GLOBAL_LOCK:
+                stats["written"], stats["present"] = _cache.install(
+                    files, int(meta.get("device_index", 0)))
+            stats["used"] = True
+    filename = f"<precompile_nb artifact {fn_name} #{next(_counter)}>"
+    # register the source so tracebacks through the artifact show its lines
+    linecache.cache[filename] = (len(python_code), None, python_code.splitlines(True), filename)
+    ns: dict[str, Any] = {"__name__": f"precompile_nb_artifact_{fn_name}",
+                          "__precompile_error__": PrecompileError}
+    with _compat.GLOBAL_LOCK, _compat.no_precompiled_headers():
+        exec(compile(python_code, filename, "exec"), ns)  # noqa: S102 - documented: it is code
+    forward = ns.get("forward")
+    if not callable(forward):
+        raise PrecompileError("python_code defines no forward(*args)", invariant=7,
+                              stage="load", where="python_code", expected="forward",
+                              actual="missing", hint=_NOT_ARTIFACT)
+    forward.__precompile_meta__ = meta
+    forward.__precompile_load__ = stats
+    return forward

@@ -1,0 +1,295 @@
+"""Stage 2: lower(captured, backend) -> Lowered.
+
+Turns the captured ATen graph into a Python module section that defines `call(args)`:
+- eager: the captured graph itself as plain code (mutations and views happen in place, so any
+  layout works and nothing needs writing back);
+- inductor: functionalized (mutations become extra outputs, results that alias inputs are
+  rebuilt by the driver), then AOTAutograd + Inductor in a private compiler cache dir whose
+  binaries become the artifact's cache.
+"""
+from __future__ import annotations
+
+import os
+import re
+import time
+
+import torch
+
+from . import _compat
+from .errors import PrecompileError
+from .schemas import Captured, KernelInfo, Lowered
+
+
+def lower(captured: Captured, backend: str) -> Lowered:
+    """Lower a captured graph with `backend` ("eager" or "inductor")."""
+    if backend == "eager":
+        return _lower_eager(captured)
+    if backend == "inductor":
+        return _lower_inductor(captured)
+    raise ValueError(f"precompile: unknown backend {backend!r}; use 'inductor' or 'eager'")
+
+
+# ---------------------------------------------------------------------------------------------
+# eager
+
+_EAGER_PREAMBLE = """\
+import torch
+from torch import device
+from math import inf, nan
+NoneType = type(None)
+"""
+_FX_GLOBALS = {"torch", "device", "inf", "nan", "NoneType", "fx_pytree", "pytree"}
+
+
+def _lower_eager(c: Captured) -> Lowered:
+    t0 = time.perf_counter()
+    if c.tracing_mode != "fake":
+        raise PrecompileError(
+            "dynamic (unbacked) dims need the inductor backend", invariant=3, stage="lower",
+            where=", ".join(f"{s.where} dims {sorted(s.dynamic)}" for s in c.inputs if s.dynamic),
+            expected="backend='inductor' with mark_unbacked", actual="backend='eager'",
+            hint="use backend='inductor', or drop the mark_unbacked marks")
+    code = c.graph.graph.python_code(root_module="self")
+    extra = set(code.globals) - _FX_GLOBALS
+    if extra:
+        raise PrecompileError(
+            "the captured graph calls Python objects that cannot be written as source",
+            invariant=4, stage="lower", where=", ".join(sorted(extra)),
+            expected="ATen ops only", actual=sorted(extra),
+            hint="keep fn to tensor operations; report this as a precompile_nb bug if it is")
+    src, n = re.subn(r"\ndef forward\(self(, )?", r"\ndef _pc_eager_graph(self\1", code.src,
+                     count=1)
+    assert n == 1, "FX codegen changed shape"  # our own invariant, not user input
+    source = (_EAGER_PREAMBLE + src.rstrip() + "\n\n\n"
+              "def call(args):\n"
+              "    return _pc_eager_graph(None, *args)\n")
+    out_leaves = tuple(_plain_leaf(lf) for lf in c.out_leaves)
+    return Lowered(backend="eager", source=source, out_leaves=out_leaves, mutations=(),
+                   grads=c.grads, check_strides=False, kernels=(), files=(), device_index=0,
+                   seconds=time.perf_counter() - t0)
+
+
+def _plain_leaf(lf: dict) -> dict:
+    return {k: v for k, v in lf.items() if k in ("kind", "index", "value")}
+
+
+# ---------------------------------------------------------------------------------------------
+# inductor
+
+
+def _lower_inductor(c: Captured) -> Lowered:
+    t0 = time.perf_counter()
+    fgm = _compat.functionalize(c.graph, c.fake_inputs, c.tracing_mode)
+    out_leaves, mutations, grads = _mutations_and_aliases_to_driver(c, fgm)
+    fake_inputs = [n.meta["val"] for n in fgm.graph.nodes if n.op == "placeholder"]
+    devices = {t.device for t in fake_inputs if isinstance(t, torch.Tensor)}
+    device_index = next((d.index or 0 for d in devices if d.type == "cuda"), 0)
+    with _compat.private_compile_cache() as cache_dir:
+        try:
+            source, inner_gm, _ = _compat.inductor_compile(fgm, fake_inputs)
+        except Exception as e:  # noqa: BLE001 - re-raised with the invariant it breaks
+            raise _lowering_error(c, e) from e
+        files = _collect_files(cache_dir)
+    source = _compat.strip_inductor_main(source)
+    return Lowered(backend="inductor", source=source, out_leaves=tuple(out_leaves),
+                   mutations=tuple(mutations), grads=tuple(grads), check_strides=True,
+                   kernels=tuple(parse_kernels(source, _op_names(inner_gm, fgm))),
+                   files=tuple(files),
+                   device_index=device_index, seconds=time.perf_counter() - t0)
+
+
+def _mutations_and_aliases_to_driver(c: Captured, fgm: torch.fx.GraphModule):
+    """Rewrite the functional graph's boundary so that `call` returns only fresh tensors:
+    - copy_(input, new) at the end (input mutation)  -> an extra output the driver copies back;
+    - a result that views an input                   -> dropped; the driver rebuilds the view.
+    Returns the final result leaves, mutations and grads in `call`'s output numbering."""
+    g = fgm.graph
+    placeholders = [n for n in g.nodes if n.op == "placeholder"]
+    out_node = next(n for n in reversed(g.nodes) if n.op == "output")
+    outs = list(out_node.args[0])
+    mutated: list[tuple[int, torch.fx.Node]] = []
+    for n in list(g.nodes):
+        if (n.op == "call_function" and n.target is torch.ops.aten.copy_.default
+                and n.args[0] in placeholders):
+            mutated.append((placeholders.index(n.args[0]), n.args[1]))
+            n.replace_all_uses_with(n.args[1])
+            g.erase_node(n)
+    n_user = c.n_user_outputs
+    new_outs: list[torch.fx.Node] = []
+    remap: dict[int, int] = {}
+    out_leaves = []
+    for lf in c.out_leaves:
+        if lf["kind"] != "graph":
+            out_leaves.append(_plain_leaf(lf))
+            continue
+        k = lf["index"]
+        if "alias_of" in lf:
+            i = lf["alias_of"]
+            size, stride, offset = lf["view"]
+            spec = c.inputs[i] if i < len(c.inputs) else None
+            if any(not isinstance(d, int) for d in list(size) + list(stride) + [offset]):
+                raise PrecompileError(
+                    "a result views an input whose size is dynamic", invariant=4,
+                    stage="lower", where=f"result #{k} views {spec.where if spec else i}",
+                    expected="results that view inputs have static sizes",
+                    actual=f"view size {size}", hint="return a .clone() of it instead")
+            if spec is not None and (list(spec.shape), list(spec.stride), 0) == (
+                    list(size), list(stride), offset):
+                out_leaves.append({"kind": "input", "index": i})
+            else:
+                out_leaves.append({"kind": "alias", "index": i, "size": list(size),
+                                   "stride": list(stride), "offset": int(offset)})
+            continue
+        if k not in remap:
+            remap[k] = len(new_outs)
+            new_outs.append(outs[k])
+        out_leaves.append({"kind": "graph", "index": remap[k]})
+    grads = []
+    for i, o in c.grads:
+        grads.append((i, len(new_outs)))
+        new_outs.append(outs[o])
+    mutations = []
+    for i, node in mutated:
+        mutations.append((i, len(new_outs)))
+        new_outs.append(node)
+    assert len(outs) == n_user + len(c.grads), "captured outputs changed shape"
+    out_node.args = (tuple(new_outs),)
+    g.eliminate_dead_code()
+    g.lint()
+    fgm.recompile()
+    return out_leaves, mutations, grads
+
+
+def _op_names(*gms: torch.fx.GraphModule) -> set[str]:
+    names = set()
+    for gm in gms:
+        for n in gm.graph.nodes:
+            if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload):
+                base = n.target.__name__.split(".")[0]
+                names.add(base)
+                names.add(base.lstrip("_"))
+    return names
+
+
+def _collect_files(cache_dir: str) -> list[tuple[str, str, bytes]]:
+    """Every compiled artifact of this compile: (root, relative path, bytes). Root
+    'inductor' is the inductor cache dir, 'triton' the Triton cache dir (inside it for a
+    private compile)."""
+    files = []
+    triton_root = os.path.join(cache_dir, "triton")
+    for dirpath, _, filenames in os.walk(cache_dir):
+        for fname in filenames:
+            full = os.path.join(dirpath, fname)
+            if fname.endswith(".lock") or fname.endswith(".tmp"):
+                continue
+            if full.startswith(triton_root + os.sep):
+                root, rel = "triton", os.path.relpath(full, triton_root)
+                # triton/<device index>/<hash>/... when TRITON_CACHE_DIR was derived
+            else:
+                root, rel = "inductor", os.path.relpath(full, cache_dir)
+                if rel.split(os.sep)[0] in _compat.SKIP_CACHE_PARTS:
+                    continue
+            with open(full, "rb") as f:
+                files.append((root, rel.replace(os.sep, "/"), f.read()))
+    files.sort(key=lambda x: (x[0], x[1]))
+    return files
+
+
+def _lowering_error(c: Captured, e: Exception) -> PrecompileError:
+    msg = str(e).strip().splitlines()
+    first = msg[0] if msg else type(e).__name__
+    unbacked = [s for s in c.inputs if s.dynamic]
+    if unbacked and ("data-dependent" in str(e) or "GuardOnDataDependent" in type(e).__name__
+                     or "unbacked" in str(e).lower() or "guard" in str(e).lower()):
+        s = unbacked[0]
+        return PrecompileError(
+            f"{c.fn_name}: the graph needs to branch on a dynamic dimension", invariant=3,
+            stage="lower", where=f"{s.where} dim(s) {sorted(s.dynamic)}",
+            expected="a graph that works for every size of the dynamic dim",
+            actual=first, hint="remove the size-dependent branch, or do not mark that "
+            "dimension with mark_unbacked")
+    return PrecompileError(
+        f"{c.fn_name}: Inductor could not lower the captured graph", stage="lower",
+        where=type(e).__name__, expected="a graph Inductor can compile", actual=first,
+        hint="try backend='eager' to run the captured graph as-is, and report the "
+             "failing op")
+
+
+# ---------------------------------------------------------------------------------------------
+# kernels, as plain data for the report
+
+_KERNEL_DEF = re.compile(
+    r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*) = async_compile\.(?P<kind>cpp_pybinding|cpp|triton)\(",
+    re.M)
+_SOURCE_NODES = re.compile(
+    r"#\s*Topologically Sorted Source Nodes: \[(?P<nodes>[^\]]*)\], Original ATen: "
+    r"\[(?P<ops>[^\]]*)\]")
+
+
+def parse_kernels(source: str, known_ops: set[str] = frozenset()) -> list[KernelInfo]:
+    """The kernels Inductor generated, with the ATen ops and graph nodes fused into each,
+    read from the comments Inductor writes above each kernel call (2.11-2.14 format)."""
+    lines = source.splitlines()
+    defs: dict[str, tuple[str, int]] = {}
+    for m in _KERNEL_DEF.finditer(source):
+        line = source.count("\n", 0, m.start()) + 1
+        kind = "triton" if m.group("kind") == "triton" else "cpp"
+        defs[m.group("name")] = (kind, line)
+    fused: dict[str, tuple[list[str], list[str]]] = {}
+    pending = None
+    extern: list[KernelInfo] = []
+    for ln in lines:
+        m = _SOURCE_NODES.search(ln)
+        if m:
+            pending = ([x.strip() for x in m.group("nodes").split(",") if x.strip()],
+                       [x.strip() for x in m.group("ops").split(",") if x.strip()])
+            continue
+        stripped = ln.strip()
+        if pending is None:
+            pending = ([], [])
+        for name in defs:
+            if stripped.startswith(name + "(") or stripped.startswith(name + ".run("):
+                nodes, ops = fused.setdefault(name, ([], []))
+                nodes.extend(x for x in pending[0] if x not in nodes)
+                ops.extend(x for x in pending[1] if x not in ops)
+                pending = None
+                break
+        else:
+            if pending[1] and (stripped.startswith("extern_kernels.")
+                               or stripped.startswith("torch.ops.")):
+                call = stripped.split("(")[0].split("= ")[-1]
+                extern.append(KernelInfo(name=call, kind="extern", fused_ops=tuple(pending[1]),
+                                         source_nodes=tuple(pending[0]), line=0))
+                pending = None
+    out = [KernelInfo(name=n, kind=k,
+                      fused_ops=tuple(fused.get(n, ([], []))[1]) or _ops_from_name(n, set(known_ops)),
+                      source_nodes=tuple(fused.get(n, ([], []))[0]), line=line)
+           for n, (k, line) in defs.items()]
+    return out + extern
+
+
+_KERNEL_PREFIX = re.compile(r"^(cpp|triton)_(?:[a-z]+_)?fused_")
+
+
+def _ops_from_name(name: str, known: set[str]) -> tuple[str, ...]:
+    """Inductor names a fused kernel after the ops in it (cpp_fused_add_relu_0): split the
+    name into the op names of the lowered graph, longest match first (a fallback where no
+    source-node comment precedes the kernel's call)."""
+    body = _KERNEL_PREFIX.sub("", name)
+    if body == name:
+        return ()
+    body = re.sub(r"_\d+$", "", body)
+    out, pos = [], 0
+    by_len = sorted(known, key=len, reverse=True)
+    while pos < len(body):
+        if body[pos] == "_" and not any(body.startswith(k, pos) for k in known):
+            pos += 1
+            continue
+        hit = next((k for k in by_len if body.startswith(k, pos)
+                    and (pos + len(k) == len(body) or body[pos + len(k)] == "_")), None)
+        if hit is None:
+            nxt = body.find("_", pos + 1)
+            hit = body[pos:] if nxt == -1 else body[pos:nxt]
+        out.append("aten." + hit.lstrip("_") if hit in known else hit)
+        pos += len(hit)
+    return tuple(out)

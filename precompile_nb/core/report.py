@@ -1,0 +1,123 @@
+"""What a precompile run recorded, as one JSON-able dict: the edge between the core and the
+viewers (viewers render this dict and never call the compiler).
+
+    data = report_data(artifact, load_stats=f.__precompile_load__)
+    data = error_data(exc)       # a PrecompileError as plain data, for the explorer
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ._driver import _PC_INVARIANTS
+from .cache import read_tag
+from .emit import section_lines
+from .errors import PrecompileError
+from .schemas import Artifact
+
+REPORT_VERSION = 1
+
+
+def report_data(art: Artifact, *, load_stats: dict | None = None) -> dict[str, Any]:
+    c, lw = art.captured, art.lowered
+    grads_in = {i for i, _ in lw.grads}
+    mutated = set(c.mutated) | {i for i, _ in lw.mutations}
+    inputs = []
+    n_elem = n_bytes = n_weights = 0
+    for i, s in enumerate(c.inputs):
+        if s.kind in ("param", "buffer"):
+            n_weights += 1
+            numel = 1
+            for d in s.shape:
+                numel *= d
+            n_elem += numel
+            n_bytes += numel * torch.empty((), dtype=getattr(torch, s.dtype)).element_size()
+        inputs.append({
+            "index": i, "where": s.where, "kind": s.kind, "shape": list(s.shape),
+            "dynamic": {str(d): list(b) for d, b in s.dynamic.items()}, "dtype": s.dtype,
+            "device": s.device, "stride": list(s.stride), "requires_grad": s.requires_grad,
+            "gets_grad": i in grads_in, "mutated": i in mutated,
+        })
+    devices = sorted({s.device for s in c.inputs}) or ["cpu"]
+    tag = None
+    if art.cache:
+        t, _ = read_tag(art.cache)
+        tag = {"format": t.format, "version": t.version, "backend": t.backend, "torch": t.torch,
+               "code_hash": t.code_hash, "files": t.n_files}
+    return {
+        "report_version": REPORT_VERSION,
+        "fn_name": c.fn_name,
+        "backend": lw.backend,
+        "device": devices[0] if len(devices) == 1 else ", ".join(devices),
+        "torch": torch.__version__,
+        "inputs": inputs,
+        "baked": [{"where": w, "value": repr(v)} for w, v in c.baked],
+        "weights": {"tensors": n_weights, "elements": n_elem, "bytes": n_bytes},
+        "outputs": [dict(lf) for lf in lw.out_leaves],
+        "grads": [c.inputs[i].where for i, _ in lw.grads],
+        "no_grad_params": [s.where for i, s in enumerate(c.inputs)
+                           if s.kind == "param" and i not in grads_in],
+        "mutated": [c.inputs[i].where for i in sorted(mutated) if i < len(c.inputs)],
+        "aliased_outputs": [{"output": o, "input": c.inputs[i].where} for o, i in c.aliases],
+        "stages": [[n, round(s, 4)] for n, s in art.stage_seconds],
+        "python_code": art.python_code,
+        "python_code_bytes": len(art.python_code.encode("utf-8")),
+        "sections": section_lines(art.python_code),
+        "cache": {"bytes": len(art.cache), "tag": tag, "load": load_stats},
+        "graph": {"nodes": [{"name": n.name, "op": n.op, "target": n.target,
+                             "args": list(n.args), "shape": list(n.shape) if n.shape is not None
+                             else None, "dtype": n.dtype, "role": n.role, "module": n.module,
+                             "stack": n.stack} for n in c.nodes]},
+        "kernels": [{"name": k.name, "kind": k.kind, "fused_ops": list(k.fused_ops),
+                     "source_nodes": list(k.source_nodes),
+                     "line": (k.line + section_lines(art.python_code).get("graph", 0))
+                     if k.line else 0} for k in lw.kernels],
+        "invariants": invariant_checklist(art),
+        "violation": None,
+    }
+
+
+def invariant_checklist(art: Artifact) -> list[dict[str, Any]]:
+    """The seven invariants for this artifact: enforced (checked here or per call), the
+    caller's responsibility, or not applicable."""
+    c, lw = art.captured, art.lowered
+    dyn = [s.where for s in c.inputs if s.dynamic]
+    rows = [
+        (1, "enforced", "capture found no closed-over tensor or plain module attribute; "
+                        f"{len(c.inputs)} tensors are graph inputs"),
+        (2, "enforced", "parameter/buffer names, order, tying, shapes, dtypes and devices "
+                        "are checked on every call"),
+        (3, "enforced" if not c.baked else "caller",
+         ("shapes are checked per call" + (f"; dynamic: {', '.join(dyn)}" if dyn else "")
+          + "; Python control flow was specialized to the example"
+          + (f"; baked non-tensor values (checked per call): "
+             f"{', '.join(w for w, _ in c.baked)}" if c.baked else ""))),
+        (4, "enforced", (f"{len(c.mutated)} mutated input(s)/buffer(s) written back; "
+                         f"{len(c.aliases)} result(s) alias inputs")),
+        (5, "enforced" if lw.grads else "n/a",
+         (f"gradients accumulate into .grad of {len(lw.grads)} tensor(s)" if lw.grads
+          else "fn runs no backward")),
+        (6, "enforced", "dtype and device checked per call"
+         + ("; strides (layout) checked per call" if lw.check_strides else
+            "; eager backend accepts any layout")),
+        (7, "caller", "python_code is code: load only pairs you trust; the cache's tag "
+                      "(code_hash, backend, torch build) is verified on load"),
+    ]
+    return [{"number": n, "title": _PC_INVARIANTS[n], "status": st, "detail": d}
+            for n, st, d in rows]
+
+
+def error_data(e: PrecompileError) -> dict[str, Any]:
+    """A PrecompileError as plain data for the violation explorer."""
+    return {
+        "what": e.what, "invariant": e.invariant,
+        "title": _PC_INVARIANTS.get(e.invariant) if e.invariant else None,
+        "stage": e.stage, "where": e.where,
+        "expected": None if e.expected is None else str(e.expected),
+        "actual": None if e.actual is None else str(e.actual),
+        "hint": e.hint, "extra": {k: v if isinstance(v, (str, int, float, list, dict,
+                                                         type(None))) else repr(v)
+                                  for k, v in e.extra.items()},
+        "message": str(e),
+    }

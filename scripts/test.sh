@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Set up and run the whole test suite (what CI runs). CUDA-marked tests skip with a reason
+# on machines without a GPU.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+export TORCHINDUCTOR_CACHE_DIR="${TORCHINDUCTOR_CACHE_DIR:-$(mktemp -d /tmp/precompile_nb_ci_XXXXXX)}"
+exec .venv/bin/python -m pytest -q -p no:cacheprovider tests "$@"

@@ -1,0 +1,343 @@
+"""precompile/load with the eager backend: the programming model, compared against eager."""
+from __future__ import annotations
+
+import copy
+import threading
+
+import pytest
+import torch
+from torch import nn
+
+from precompile_nb import PrecompileError, precompile
+from tests.conftest import run_fresh
+from tests.core.models import Tied, bare_step, bn_mlp, mlp, train_step
+
+
+def pc(fn, *args, **kw):
+    code, cache = precompile(fn, *args, backend="eager", **kw)
+    return precompile.load(code, cache)
+
+
+# -- API surface -------------------------------------------------------------------------------
+
+def test_unknown_backend_and_tracer_are_clear_errors():
+    m, x = mlp(), torch.randn(2, 8)
+    with pytest.raises(ValueError, match="unknown backend 'tvm'"):
+        precompile(lambda m, x: m(x), m, x, backend="tvm")
+    with pytest.raises(ValueError, match="unknown tracer 'jit'"):
+        precompile(lambda m, x: m(x), m, x, tracer="jit")
+    with pytest.raises(NotImplementedError, match="dynamo"):
+        precompile(lambda m, x: m(x), m, x, tracer="dynamo")
+
+
+def test_precompile_error_is_a_runtime_error_with_structured_fields():
+    W = torch.randn(8)
+    with pytest.raises(PrecompileError) as ei:
+        precompile(lambda x: x * W, torch.randn(8), backend="eager")
+    e = ei.value
+    assert isinstance(e, RuntimeError)
+    assert e.invariant == 1 and e.stage == "capture"
+    assert "W" in e.where and e.hint and e.expected and e.actual
+
+
+# -- results match eager -----------------------------------------------------------------------
+
+def test_inference_matches_eager_and_follows_new_weights():
+    m, x = mlp(0), torch.randn(5, 8)
+    f = pc(lambda m, x: m(x), m, x)
+    torch.testing.assert_close(f(m, x), m(x))
+    m2 = mlp(1)  # same architecture, other weights: "load a checkpoint"
+    torch.testing.assert_close(f(m2, x), m2(x))
+
+
+def test_pytrees_in_and_out():
+    def fn(m, batch):
+        a = m(batch["x"][0])
+        return {"out": a, "pair": (a.sum(), None), "list": [batch["x"][1] * 2]}
+
+    m = mlp()
+    batch = {"x": [torch.randn(3, 8), torch.randn(2)]}
+    f = pc(fn, m, batch)
+    got, want = f(m, batch), fn(m, batch)
+    torch.testing.assert_close(got["out"], want["out"])
+    torch.testing.assert_close(got["pair"][0], want["pair"][0])
+    assert got["pair"][1] is None
+    torch.testing.assert_close(got["list"][0], want["list"][0])
+
+
+def test_non_tensor_inputs_are_baked_and_checked_per_call():
+    f = pc(lambda x, k: x * k, torch.ones(3), 3)
+    torch.testing.assert_close(f(torch.ones(3), 3), torch.full((3,), 3.0))
+    with pytest.raises(PrecompileError, match="non-tensor value differs") as ei:
+        f(torch.ones(3), 5)
+    assert ei.value.expected == "3" and ei.value.actual == "5"
+
+
+def test_decompositions_are_handed_to_make_fx():
+    aten = torch.ops.aten
+    calls = []
+
+    def gelu_as_tanh(x, approximate="none"):
+        calls.append(1)
+        return torch.tanh(x)
+
+    code, _ = precompile(lambda x: torch.nn.functional.gelu(x), torch.randn(4),
+                         backend="eager", decompositions={aten.gelu.default: gelu_as_tanh})
+    assert calls and "aten.tanh" in code and "aten.gelu" not in code
+
+
+# -- capture leaves the world as it found it -------------------------------------------------
+
+def test_capture_leaves_model_inputs_grads_and_rng_untouched():
+    m, x = bn_mlp(), torch.randn(6, 8)
+    m.train()
+    m(x).sum().backward()  # some existing .grad fields
+    state = copy.deepcopy(m.state_dict())
+    grads = [p.grad.clone() for p in m.parameters()]
+    x0, rng = x.clone(), torch.get_rng_state()
+
+    def step(m, x):
+        loss = torch.nn.functional.dropout(m(x), 0.5).sum()
+        loss.backward()
+        return loss
+
+    precompile(step, m, x, backend="eager")
+    for k, v in m.state_dict().items():
+        assert torch.equal(v, state[k]), k  # BatchNorm stats and num_batches_tracked too
+    for p, g in zip(m.parameters(), grads):
+        assert torch.equal(p.grad, g)
+    assert torch.equal(x, x0) and torch.equal(torch.get_rng_state(), rng)
+
+
+# -- invariant 1 ------------------------------------------------------------------------------
+
+def test_closed_over_tensor_is_rejected_naming_it():
+    w_local = torch.randn(8)
+    with pytest.raises(PrecompileError, match="invariant 1") as ei:
+        precompile(lambda x: x * w_local, torch.randn(8), backend="eager")
+    assert "closure variable 'w_local'" in ei.value.where
+
+
+def test_plain_module_attribute_is_rejected_naming_it():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+            self.scale = torch.randn(4)  # not registered
+
+        def forward(self, x):
+            return self.lin(x) * self.scale
+
+    with pytest.raises(PrecompileError) as ei:
+        precompile(lambda m, x: m(x), M(), torch.randn(2, 4), backend="eager")
+    assert ei.value.invariant == 1
+    assert "m.scale" in ei.value.where and "register_buffer" in ei.value.hint
+
+
+def test_closed_over_model_is_rejected_with_the_fix():
+    m = mlp()
+    with pytest.raises(PrecompileError) as ei:
+        precompile(lambda x: m(x), torch.randn(2, 8), backend="eager")
+    assert "pass `m` to fn" in ei.value.hint
+
+
+def test_small_tensor_created_inside_fn_is_fine():
+    f = pc(lambda x: x + torch.tensor([1.0, 2.0, 3.0]), torch.zeros(3))
+    torch.testing.assert_close(f(torch.zeros(3)), torch.tensor([1.0, 2.0, 3.0]))
+
+
+def test_effectful_op_is_rejected_at_capture():
+    def fn(x):
+        torch.ops.aten._print("hello")
+        return x + 1
+
+    with pytest.raises(PrecompileError) as ei:
+        precompile(fn, torch.randn(3), backend="eager")
+    assert ei.value.invariant == 4 and "_print" in ei.value.where
+
+
+def test_item_is_a_precompile_error_naming_invariant_3():
+    def fn(x):
+        if x.sum().item() > 0:
+            return x
+        return -x
+
+    with pytest.raises(PrecompileError) as ei:
+        precompile(fn, torch.randn(3), backend="eager")
+    assert ei.value.invariant == 3 and "test_eager.py" in ei.value.where
+
+
+# -- invariant 5: backward -------------------------------------------------------------------
+
+def test_sgd_loop_through_the_artifact_matches_eager():
+    m_ref, x = bn_mlp(), torch.randn(6, 8)
+    m_art = copy.deepcopy(m_ref)
+    f = pc(train_step, copy.deepcopy(m_ref), x)
+    opt_ref = torch.optim.SGD(m_ref.parameters(), lr=0.1)
+    opt_art = torch.optim.SGD(m_art.parameters(), lr=0.1)
+    for _ in range(5):
+        opt_ref.zero_grad()
+        opt_art.zero_grad()
+        l_ref = train_step(m_ref, x)
+        l_art = f(m_art, x)
+        torch.testing.assert_close(l_art, l_ref.detach(), atol=1e-5, rtol=1e-5)
+        opt_ref.step()
+        opt_art.step()
+    for a, b in zip(m_art.state_dict().values(), m_ref.state_dict().values()):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+
+
+def test_gradients_accumulate_and_frozen_params_keep_none():
+    m, x = mlp(), torch.randn(4, 8)
+    m[0].weight.requires_grad_(False)
+    f = pc(bare_step, m, x)
+    m_ref = copy.deepcopy(m)
+    assert f(m, x) is None  # a bare .backward() step returns None
+    f(m, x)  # no zero_grad: accumulates
+    bare_step(m_ref, x)
+    bare_step(m_ref, x)
+    assert m[0].weight.grad is None
+    for p, q in zip(m.parameters(), m_ref.parameters()):
+        if q.grad is not None:
+            torch.testing.assert_close(p.grad, q.grad)
+
+
+# -- invariant 4: boundary effects ------------------------------------------------------------
+
+def test_input_mutation_buffers_and_aliases_are_reflected():
+    def fn(m, x, acc):
+        acc.add_(x.sum(0))
+        return m(x), x.view(-1)
+
+    m, x, acc = bn_mlp(), torch.randn(6, 8), torch.zeros(8)
+    m.train()
+    m_ref, x_ref, acc_ref = copy.deepcopy(m), x.clone(), acc.clone()
+    f = pc(fn, copy.deepcopy(m), x.clone(), acc.clone())
+    out, flat = f(m, x, acc)
+    out_ref, _ = fn(m_ref, x_ref, acc_ref)
+    torch.testing.assert_close(acc, acc_ref)
+    torch.testing.assert_close(m[1].running_mean, m_ref[1].running_mean)
+    assert int(m[1].num_batches_tracked) == 1
+    flat[0] = 42.0  # still a view of x
+    assert x[0, 0] == 42.0
+
+
+# -- the artifact stands alone ----------------------------------------------------------------
+
+def test_python_code_runs_in_a_fresh_process_without_precompile_nb(tmp_path):
+    m, x = mlp(), torch.randn(3, 8)
+    code, _ = precompile(lambda m, x: m(x), m, x, backend="eager")
+    (tmp_path / "a.py").write_text(code)
+    torch.save((m.state_dict(), x, m(x).detach()), tmp_path / "ref.pt")
+    r = run_fresh(f"""
+        import sys
+        sys.modules["precompile_nb"] = None  # not importable
+        import torch
+        from torch import nn
+        sd, x, ref = torch.load({str(tmp_path / 'ref.pt')!r})
+        m = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4)); m.load_state_dict(sd)
+        ns = {{}}
+        exec(open({str(tmp_path / 'a.py')!r}).read(), ns)
+        print("OK", torch.allclose(ns["forward"](m, x), ref))
+        try:
+            ns["forward"](m, x[:2])
+        except RuntimeError as e:
+            print(type(e).__name__, "invariant 3" in str(e))
+    """)
+    assert r.returncode == 0, r.stderr
+    assert "OK True" in r.stdout and "PrecompileError True" in r.stdout
+
+
+def test_python_code_has_header_metadata_and_driver_sections():
+    code, _ = precompile(lambda m, x: m(x), mlp(), torch.randn(3, 8), backend="eager")
+    head = code.splitlines()[:6]
+    assert head[0].startswith("# precompile_nb artifact") and "NO weights" in head[1]
+    pos = [code.index(f"# ==== [precompile_nb:{s}] ====") for s in ("graph", "metadata", "driver")]
+    assert pos == sorted(pos)
+    assert "_PC_META = {" in code and "def forward" not in code.split("[precompile_nb:graph]")[0]
+
+
+def test_no_weights_are_embedded():
+    m = nn.Linear(8, 8)
+    with torch.no_grad():
+        m.weight.fill_(0.123456789)
+    code, cache = precompile(lambda m, x: m(x), m, torch.randn(2, 8), backend="eager")
+    assert "0.123456" not in code and b"0.123456" not in cache
+
+
+# -- driver checks ----------------------------------------------------------------------------
+
+def test_driver_rejects_wrong_arity_shape_dtype_and_structure():
+    m, x = mlp(), torch.randn(3, 8)
+    f = pc(lambda m, x: m(x), m, x)
+    with pytest.raises(PrecompileError, match="takes 2 positional arguments, got 1"):
+        f(m)
+    with pytest.raises(PrecompileError) as ei:
+        f(m, torch.randn(4, 8))
+    assert ei.value.where == "x" and "[3, 8]" in ei.value.expected and ei.value.invariant == 3
+    with pytest.raises(PrecompileError) as ei:
+        f(m, x.double())
+    assert ei.value.invariant == 6 and "float64" in ei.value.actual
+
+
+def test_driver_rejects_other_model_structure_tying_and_param_shape():
+    m, x = mlp(), torch.randn(3, 8)
+    f = pc(lambda m, x: m(x), m, x)
+    other = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4), nn.Linear(4, 4))
+    with pytest.raises(PrecompileError) as ei:
+        f(other, x)
+    assert ei.value.invariant == 2 and "3.weight" in ei.value.actual
+    wide = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 4))
+    with pytest.raises(PrecompileError) as ei:
+        f(wide, x)
+    assert ei.value.where == "m.0.weight" and "[16, 8]" in ei.value.expected
+
+    t = Tied()
+    ids = torch.tensor([1, 2, 3])
+    g = pc(lambda m, ids: m(ids), t, ids)
+    torch.testing.assert_close(g(t, ids), t(ids))
+    untied = Tied()
+    untied.out.weight = nn.Parameter(untied.emb.weight.detach().clone())
+    with pytest.raises(PrecompileError) as ei:
+        g(untied, ids)
+    assert ei.value.invariant == 2
+
+
+def test_pytree_structure_mismatch_is_named():
+    f = pc(lambda d: d["a"] + d["b"], {"a": torch.ones(2), "b": torch.ones(2)})
+    with pytest.raises(PrecompileError) as ei:
+        f({"a": torch.ones(2), "c": torch.ones(2)})
+    assert ei.value.where == "d" and "structure" in ei.value.what
+
+
+def test_ambient_autocast_is_neutralised_at_call_and_rejected_at_capture():
+    m, x = mlp(), torch.randn(3, 8)
+    f = pc(lambda m, x: m(x), m, x)
+    want = f(m, x)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = f(m, x)
+        with pytest.raises(PrecompileError, match="autocast"):
+            precompile(lambda m, x: m(x), m, x, backend="eager")
+    assert got.dtype == torch.float32
+    torch.testing.assert_close(got, want)
+
+
+def test_precompile_is_safe_from_several_threads():
+    models = [mlp(i) for i in range(4)]
+    xs = [torch.randn(3, 8) for _ in range(4)]
+    results, errors = [None] * 4, []
+
+    def work(i):
+        try:
+            results[i] = pc(lambda m, x: m(x).relu(), models[i], xs[i])
+        except Exception as e:  # noqa: BLE001 - collected and asserted below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for f, m, x in zip(results, models, xs):
+        torch.testing.assert_close(f(m, x), m(x).relu())
