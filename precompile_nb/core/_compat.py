@@ -35,17 +35,50 @@ def torch_build_id() -> str:
 # capture
 
 
-def make_fx_trace(fn: Callable, inputs: Sequence[Any], *, decompositions, tracing_mode: str):
+def make_fx_trace(fn: Callable, inputs: Sequence[Any], *, decompositions, fake_mode=None):
     """Non-strict make_fx trace (2.11-2.14: same keyword names). Closed-over real tensors are
-    allowed through as constants so that capture can name every one of them (invariant 1)."""
-    return _make_fx(
+    allowed through as constants so that capture can name every one of them (invariant 1).
+    With `fake_mode`, `inputs` are already fake (unbacked dims) and traced as they are."""
+    tracer = _make_fx(
         fn,
         decomposition_table=decompositions,
-        tracing_mode=tracing_mode,
+        tracing_mode="fake" if fake_mode is None else "real",
         _allow_non_fake_inputs=True,
         record_module_stack=True,
         record_stack_traces=True,
-    )(*inputs)
+    )
+    if fake_mode is None:
+        return tracer(*inputs)
+    with fake_mode:
+        return tracer(*inputs)
+
+
+def fake_with_unbacked(tensors: Sequence[torch.Tensor],
+                       dynamic: Sequence[dict[int, tuple[int | None, int | None]]],
+                       ) -> tuple[Any, list[Any], dict[str, tuple[int, int]]]:
+    """Fake copies of `tensors` in one FakeTensorMode with a ShapeEnv, where the dims in
+    `dynamic[i]` are unbacked symbolic sizes (invariant 3: a guard on one fails the trace).
+    Returns (fake mode, fakes, {symbol name: (tensor index, dim)}).
+    2.13/2.14: DimDynamic.UNBACKED; 2.11: DimDynamic.SIZE_LIKE_UNBACKED."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import (DimDynamic, ShapeEnv,
+                                                       StatelessSymbolicContext)
+
+    unbacked = getattr(DimDynamic, "UNBACKED", None) or getattr(DimDynamic, "SIZE_LIKE_UNBACKED")
+    shape_env = ShapeEnv()
+    mode = FakeTensorMode(shape_env=shape_env, allow_non_fake_inputs=True)
+    fakes, symbols = [], {}
+    with shape_env.ignore_fresh_unbacked_symbols():
+        for i, (t, dyn) in enumerate(zip(tensors, dynamic)):
+            ctx = StatelessSymbolicContext(
+                dynamic_sizes=[unbacked if d in dyn else DimDynamic.STATIC
+                               for d in range(t.dim())],
+                constraint_sizes=[None] * t.dim())
+            f = mode.from_tensor(t, symbolic_context=ctx)
+            for d in dyn:
+                symbols[str(f.shape[d])] = (i, d)
+            fakes.append(f)
+    return mode, fakes, symbols
 
 
 def reparametrize(module: torch.nn.Module, mapping: dict[str, torch.Tensor]):
@@ -98,20 +131,17 @@ def storage_key(t: torch.Tensor) -> Any:
     return StorageWeakRef(t.untyped_storage())
 
 
-def functionalize(gm: torch.fx.GraphModule, fake_inputs: Sequence[Any],
-                  tracing_mode: str) -> torch.fx.GraphModule:
+def functionalize(gm: torch.fx.GraphModule, fake_inputs: Sequence[Any]
+                  ) -> torch.fx.GraphModule:
     """Re-trace `gm` functionally (what AOTAutograd does first): mutations become copy_ into
     placeholders at the end of the graph; views stay views."""
     fn = torch.func.functionalize(gm, remove="mutations")
     from torch._guards import detect_fake_mode
 
     fake_mode = detect_fake_mode(fake_inputs)
-    if fake_mode is None:
-        return _make_fx(fn, tracing_mode=tracing_mode)(*fake_inputs)
     with fake_mode:
         # inputs are already fake: trace with them as they are (keeps unbacked sizes)
-        return _make_fx(fn, tracing_mode="real" if tracing_mode == "fake" else tracing_mode,
-                        _allow_non_fake_inputs=True)(*fake_inputs)
+        return _make_fx(fn, tracing_mode="real", _allow_non_fake_inputs=True)(*fake_inputs)
 
 
 # ---------------------------------------------------------------------------------------------

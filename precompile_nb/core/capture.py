@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import inspect
 import math
+import re
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -54,13 +55,31 @@ def capture(fn: Callable, example_inputs: Sequence[Any], *,
 
     state: dict[str, Any] = {}
     flat_fn = _make_flat_fn(fn, example_inputs, lifted, state)
-    tracing_mode = "symbolic" if any(s.dynamic for s in lifted.specs) else "fake"
+    dynamic = any(s.dynamic for s in lifted.specs)
+    tracing_mode = "symbolic" if dynamic else "fake"
     trace_inputs = _trace_inputs(lifted)
+    fake_mode, symbols = None, {}
+    if dynamic:  # invariant 3: marked dims become unbacked sizes
+        fake_mode, trace_inputs, symbols = _compat.fake_with_unbacked(
+            trace_inputs, [s.dynamic for s in lifted.specs])
     with _compat.preserved_rng_state(), torch.enable_grad():
         try:
             gm = _compat.make_fx_trace(flat_fn, trace_inputs, decompositions=decompositions,
-                                       tracing_mode=tracing_mode)
+                                       fake_mode=fake_mode)
         except _compat.data_dependent_errors() as e:
+            hit = next((v for k, v in symbols.items() if re.search(rf"\b{k}\b", str(e))),
+                       None)
+            if hit is not None:
+                spec = lifted.specs[hit[0]]
+                raise PrecompileError(
+                    f"{_fn_name(fn)}: the computation branches on the dynamic dim "
+                    f"{spec.where}.shape[{hit[1]}]", invariant=3, stage="capture",
+                    where=user_frame(e.__traceback__) or f"{spec.where}.shape[{hit[1]}]",
+                    expected="a graph that works for every size of the dim",
+                    actual=str(e).splitlines()[0],
+                    hint=f"remove the size-dependent branch on {spec.where}.shape[{hit[1]}] "
+                         "(or use torch ops that work for any size), or do not mark that dim "
+                         "with mark_unbacked", extra={"input": spec.where, "dim": hit[1]}) from e
             raise PrecompileError(
                 f"{_fn_name(fn)}: a value or a branch depends on tensor data",
                 invariant=3, stage="capture",
@@ -241,9 +260,6 @@ def _trace_inputs(L: _Lifted) -> list[torch.Tensor]:
         d = t.detach()
         if s.requires_grad:
             d.requires_grad_(True)  # a leaf: backward inside fn accumulates into its .grad
-        if s.dynamic:
-            for dim in s.dynamic:
-                _compat.mark_unbacked(d, dim)
         out.append(d)
     return out
 

@@ -79,7 +79,7 @@ def _plain_leaf(lf: dict) -> dict:
 
 def _lower_inductor(c: Captured) -> Lowered:
     t0 = time.perf_counter()
-    fgm = _compat.functionalize(c.graph, c.fake_inputs, c.tracing_mode)
+    fgm = _compat.functionalize(c.graph, c.fake_inputs)
     out_leaves, mutations, grads = _mutations_and_aliases_to_driver(c, fgm)
     fake_inputs = [n.meta["val"] for n in fgm.graph.nodes if n.op == "placeholder"]
     devices = {t.device for t in fake_inputs if isinstance(t, torch.Tensor)}

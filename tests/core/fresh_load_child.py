@@ -1,0 +1,53 @@
+"""Run in a fresh process by the tests: load a saved (python_code, cache) pair with empty
+compiler caches, call it once, and report how much got compiled.
+
+usage: python fresh_load_child.py DIR {cache|nocache}
+DIR holds art.py, art.cache and ref.pt = {"model": module, "args": tuple, "ref": result}.
+Prints one line of JSON: {"cpp_builds", "new_triton_files", "match", "seconds"}.
+"""
+import json
+import os
+import sys
+import time
+import warnings
+
+t0 = time.perf_counter()
+warnings.simplefilter("ignore")
+import torch  # noqa: E402
+from torch._inductor import cpp_builder  # noqa: E402
+
+builds = []
+_orig_build = cpp_builder.CppBuilder.build
+
+
+def _counting_build(self):  # count every C++ compiler run (kernels, headers, ISA probes)
+    builds.append(self.get_target_file_path())
+    return _orig_build(self)
+
+
+cpp_builder.CppBuilder.build = _counting_build
+
+
+def triton_files():
+    root = os.environ.get("TRITON_CACHE_DIR")
+    if not root or not os.path.isdir(root):
+        return set()
+    return {os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs}
+
+
+from precompile_nb import precompile  # noqa: E402
+
+d, mode = sys.argv[1], sys.argv[2]
+ref = torch.load(os.path.join(d, "ref.pt"), weights_only=False)
+code = open(os.path.join(d, "art.py")).read()
+cache = open(os.path.join(d, "art.cache"), "rb").read() if mode == "cache" else None
+f = precompile.load(code, cache)
+before = triton_files()
+out = f(ref["model"], *ref["args"])
+if torch.cuda.is_available():
+    torch.cuda.synchronize()
+new = triton_files() - before
+match = torch.allclose(out, ref["ref"], atol=1e-4, rtol=1e-4)
+print(json.dumps({"cpp_builds": len(builds), "new_triton_files": len(new),
+                  "match": bool(match), "seconds": time.perf_counter() - t0,
+                  "load": f.__precompile_load__}))

@@ -1,0 +1,205 @@
+"""The inductor backend on CPU: generated kernels, the cache that makes loading compile nothing,
+layouts, dynamic dims, and everything the eager backend guarantees."""
+from __future__ import annotations
+
+import copy
+import json
+import os
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from precompile_nb import PrecompileError, precompile
+from tests.conftest import run_fresh
+from tests.core.models import bn_mlp, mlp, train_step
+
+CHILD = Path(__file__).with_name("fresh_load_child.py")
+
+
+def fresh_load(tmp: Path, code: str, cache: bytes, model, args, ref, mode: str,
+               env: dict | None = None) -> dict:
+    """Load the pair in a fresh process with empty compiler caches; returns the child's
+    report (see fresh_load_child.py)."""
+    (tmp / "art.py").write_text(code)
+    (tmp / "art.cache").write_bytes(cache)
+    torch.save({"model": model, "args": args, "ref": ref}, tmp / "ref.pt")
+    empty = tempfile.mkdtemp(dir=tmp)
+    full_env = {"TORCHINDUCTOR_CACHE_DIR": empty,
+                "TRITON_CACHE_DIR": os.path.join(empty, "triton")}
+    full_env.update(env or {})
+    r = run_fresh(f"import runpy, sys; sys.argv = ['c', {str(tmp)!r}, {mode!r}]; "
+                  f"runpy.run_path({str(CHILD)!r}, run_name='__main__')", env=full_env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def mlp_pair():
+    m, x = mlp(), torch.randn(5, 8)
+    code, cache = precompile(lambda m, x: m(x), m, x)
+    return m, x, code, cache
+
+
+def test_inductor_artifact_matches_eager_and_inlines_generated_kernels(mlp_pair):
+    m, x, code, cache = mlp_pair
+    f = precompile.load(code, cache)
+    torch.testing.assert_close(f(m, x), m(x))
+    m2 = mlp(3)
+    torch.testing.assert_close(f(m2, x), m2(x))
+    assert "async_compile.cpp_pybinding" in code and "def call(" in code
+    assert len(cache) > 1000
+
+
+def test_fresh_process_load_with_cache_compiles_nothing(mlp_pair, tmp_path):
+    m, x, code, cache = mlp_pair
+    ref = m(x).detach()
+    warm = fresh_load(tmp_path, code, cache, m, (x,), ref, "cache")
+    assert warm["match"] and warm["load"]["used"]
+    assert warm["cpp_builds"] == 0, warm  # no C++ compiler run at all
+    cold = fresh_load(tmp_path, code, cache, m, (x,), ref, "nocache")
+    assert cold["match"] and cold["cpp_builds"] > 0  # the counter does count compiles
+    print(f"fresh-process load+first call: warm {warm['seconds']:.2f}s, "
+          f"cold {cold['seconds']:.2f}s")
+
+
+def test_python_code_runs_alone_without_precompile_nb(mlp_pair, tmp_path):
+    m, x, code, _ = mlp_pair
+    (tmp_path / "a.py").write_text(code)
+    torch.save({"m": m, "x": x, "ref": m(x).detach()}, tmp_path / "ref.pt")
+    r = run_fresh(f"""
+        import sys; sys.modules["precompile_nb"] = None
+        import torch
+        d = torch.load({str(tmp_path / 'ref.pt')!r}, weights_only=False)
+        ns = {{}}
+        exec(open({str(tmp_path / 'a.py')!r}).read(), ns)
+        print("OK", torch.allclose(ns["forward"](d["m"], d["x"]), d["ref"], atol=1e-6))
+    """, env={"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "ind")})
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "OK True" in r.stdout
+
+
+def test_layout_mismatch_is_a_precompile_error_before_any_kernel_runs(mlp_pair):
+    m, x, code, cache = mlp_pair
+    f = precompile.load(code, cache)
+    xt = torch.randn(8, 5).t()  # same shape, transposed strides
+    with pytest.raises(PrecompileError) as ei:
+        f(m, xt)
+    e = ei.value
+    assert e.invariant == 6 and e.where == "x"
+    assert "stride=[8, 1]" in e.expected and "stride=[1, 5]" in e.actual
+    assert ".contiguous()" in e.hint
+    m2 = copy.deepcopy(m)
+    m2[0].weight.data = m2[0].weight.data.t().contiguous().t()  # weights' layout too
+    with pytest.raises(PrecompileError) as ei:
+        f(m2, x)
+    assert ei.value.where == "m.0.weight" and ei.value.invariant == 6
+
+
+def test_ambient_state_does_not_change_the_result(mlp_pair):
+    m, x, code, cache = mlp_pair
+    f = precompile.load(code, cache)
+    want = f(m, x)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        torch.testing.assert_close(f(m, x), want)
+    with torch.no_grad():
+        torch.testing.assert_close(f(m, x), want)
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        torch.testing.assert_close(f(m, x), want)
+    finally:
+        torch.set_default_dtype(old)
+
+
+def test_training_step_with_batchnorm_matches_eager_over_sgd_steps():
+    m_ref, x = bn_mlp(), torch.randn(6, 8)
+    m_art = copy.deepcopy(m_ref)
+    code, cache = precompile(train_step, copy.deepcopy(m_ref), x)
+    f = precompile.load(code, cache)
+    opt_ref = torch.optim.SGD(m_ref.parameters(), lr=0.1)
+    opt_art = torch.optim.SGD(m_art.parameters(), lr=0.1)
+    for _ in range(3):
+        opt_ref.zero_grad()
+        opt_art.zero_grad()
+        l_ref = train_step(m_ref, x)
+        with torch.no_grad():  # grad mode does not matter: backward is in the artifact
+            l_art = f(m_art, x)
+        torch.testing.assert_close(l_art, l_ref.detach(), atol=1e-5, rtol=1e-5)
+        opt_ref.step()
+        opt_art.step()
+    for (k, a), b in zip(m_art.state_dict().items(), m_ref.state_dict().values()):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5, msg=k)
+    assert int(m_art[1].num_batches_tracked) == 3
+
+
+def test_mutation_and_aliasing_under_inductor():
+    def fn(x, acc):
+        acc.add_(x.sum(0))
+        return (x * 2).relu(), x.t(), x
+
+    x, acc = torch.randn(4, 3), torch.zeros(3)
+    code, cache = precompile(fn, x.clone(), acc.clone())
+    f = precompile.load(code, cache)
+    acc_ref = acc.clone()
+    out, xt, same = f(x, acc)
+    fn(x.clone(), acc_ref)
+    torch.testing.assert_close(acc, acc_ref)
+    torch.testing.assert_close(out, (x * 2).relu())
+    assert same is x
+    xt[0, 1] = 99.0  # the transposed result is still a view of x
+    assert x[1, 0] == 99.0
+
+
+def test_unbacked_dim_serves_every_size_and_checks_bounds():
+    m = mlp()
+    x = torch.randn(5, 8)
+    torch._dynamo.decorators.mark_unbacked(x, 0, min=1, max=128)
+    code, cache = precompile(lambda m, x: m(x).softmax(-1), m, x)
+    f = precompile.load(code, cache)
+    for n in (1, 7, 33, 100):
+        xi = torch.randn(n, 8)
+        torch.testing.assert_close(f(m, xi), m(xi).softmax(-1))
+    with pytest.raises(PrecompileError) as ei:
+        f(m, torch.randn(200, 8))
+    assert ei.value.where == "x.shape[0]" and "128" in ei.value.expected
+    with pytest.raises(PrecompileError) as ei:
+        f(m, torch.randn(7, 9))  # only the marked dim may vary
+    assert ei.value.invariant == 3
+
+
+def test_branching_on_an_unbacked_dim_fails_at_capture_naming_it():
+    def fn(m, x):
+        return m(x) if x.shape[0] > 3 else m(x) * 2
+
+    x = torch.randn(5, 8)
+    torch._dynamo.decorators.mark_unbacked(x, 0)
+    with pytest.raises(PrecompileError) as ei:
+        precompile(fn, mlp(), x)
+    e = ei.value
+    assert e.invariant == 3 and e.stage == "capture"
+    assert "x.shape[0]" in e.what and "test_inductor.py" in e.where
+
+
+def test_precompile_from_two_threads_with_inductor():
+    xs = [torch.randn(4, 4), torch.randn(4, 4)]
+    out, errors = [None, None], []
+
+    def work(i):
+        try:
+            out[i] = precompile.load(*precompile(lambda x: (x + i).relu(), xs[i]))
+        except Exception as e:  # noqa: BLE001 - asserted below
+            errors.append(e)
+
+    ts = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors
+    for i in range(2):
+        torch.testing.assert_close(out[i](xs[i]), (xs[i] + i).relu())
