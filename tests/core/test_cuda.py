@@ -1,0 +1,86 @@
+"""The inductor backend on CUDA (Triton kernels). Marked `cuda`: skipped with a reason on
+machines without a GPU; run on the H200 (results in benchmarks/results/)."""
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from precompile_nb import PrecompileError, precompile
+from precompile_nb.core import build
+from precompile_nb.core.report import report_data
+from tests.core.models import bn_mlp, mlp, train_step
+from tests.core.test_inductor import fresh_load
+
+pytestmark = pytest.mark.cuda
+
+
+@pytest.fixture(scope="module")
+def cuda_art():
+    m, x = mlp().cuda(), torch.randn(64, 8, device="cuda")
+    art = build(lambda m, x: m(x).relu().softmax(-1), m, x)
+    return m, x, art
+
+
+def test_cuda_inference_matches_eager_with_triton_kernels_in_the_report(cuda_art):
+    m, x, art = cuda_art
+    f = precompile.load(art.python_code, art.cache)
+    torch.testing.assert_close(f(m, x), m(x).relu().softmax(-1))
+    data = report_data(art)
+    kinds = {k["kind"] for k in data["kernels"]}
+    assert "triton" in kinds, data["kernels"]
+    assert data["device"].startswith("cuda")
+    assert "async_compile.triton(" in art.python_code
+    print("kernels:", [k["name"] for k in data["kernels"]])
+
+
+def test_cuda_fresh_process_warm_load_compiles_nothing(cuda_art, tmp_path):
+    m, x, art = cuda_art
+    ref = m(x).relu().softmax(-1).detach()
+    warm = fresh_load(tmp_path, art.python_code, art.cache, m, (x,), ref, "cache")
+    assert warm["match"] and warm["load"]["used"]
+    assert warm["cpp_builds"] == 0 and warm["new_triton_files"] == 0, warm
+    cold = fresh_load(tmp_path, art.python_code, art.cache, m, (x,), ref, "nocache")
+    assert cold["match"] and cold["new_triton_files"] > 0, cold
+    print(f"cuda fresh-process load+first call: warm {warm['seconds']:.2f}s, "
+          f"cold {cold['seconds']:.2f}s")
+
+
+def test_cuda_layout_mismatch_is_a_precompile_error(cuda_art):
+    m, x, art = cuda_art
+    f = precompile.load(art.python_code, art.cache)
+    with pytest.raises(PrecompileError) as ei:
+        f(m, torch.randn(8, 64, device="cuda").t())
+    assert ei.value.invariant == 6 and ei.value.where == "x"
+    with pytest.raises(PrecompileError) as ei:
+        f(m, x.cpu())
+    assert ei.value.invariant == 6 and "cuda" in ei.value.expected
+
+
+def test_cuda_training_step_matches_eager():
+    m_ref, x = bn_mlp().cuda(), torch.randn(32, 8, device="cuda")
+    m_art = copy.deepcopy(m_ref)
+    f = precompile.load(*precompile(train_step, copy.deepcopy(m_ref), x))
+    opt_ref = torch.optim.SGD(m_ref.parameters(), lr=0.1)
+    opt_art = torch.optim.SGD(m_art.parameters(), lr=0.1)
+    for _ in range(3):
+        opt_ref.zero_grad()
+        opt_art.zero_grad()
+        l_ref = train_step(m_ref, x)
+        l_art = f(m_art, x)
+        torch.testing.assert_close(l_art, l_ref.detach(), atol=1e-4, rtol=1e-4)
+        opt_ref.step()
+        opt_art.step()
+    for a, b in zip(m_art.state_dict().values(), m_ref.state_dict().values()):
+        torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
+
+
+def test_cuda_unbacked_batch_dim_serves_every_size():
+    m = mlp().cuda()
+    x = torch.randn(5, 8, device="cuda")
+    torch._dynamo.decorators.mark_unbacked(x, 0)
+    f = precompile.load(*precompile(lambda m, x: m(x).softmax(-1), m, x))
+    for n in (1, 7, 33, 1000):
+        xi = torch.randn(n, 8, device="cuda")
+        torch.testing.assert_close(f(m, xi), m(xi).softmax(-1))
