@@ -9,10 +9,11 @@ did, in Jupyter.
 from __future__ import annotations
 
 from .core import precompile
+from .core.check import check
 from .core.errors import PrecompileError
 
 __version__ = "0.1.0"
-__all__ = ["precompile", "PrecompileError", "load_ipython_extension",
+__all__ = ["precompile", "PrecompileError", "check", "load_ipython_extension",
            "unload_ipython_extension"]
 
 

@@ -110,6 +110,15 @@ def autocast_enabled_devices() -> list[str]:
     return [d for d in ("cpu", "cuda") if torch.is_autocast_enabled(d)]
 
 
+def no_autocast() -> contextlib.ExitStack:
+    """Disable ambient autocast on every device where it is on (the dry-run checker traces
+    on after reporting it)."""
+    stack = contextlib.ExitStack()
+    for d in autocast_enabled_devices():
+        stack.enter_context(torch.autocast(d, enabled=False))
+    return stack
+
+
 @contextlib.contextmanager
 def preserved_rng_state() -> Iterator[None]:
     """Fake tracing of random ops advances the real generators (seen on 2.13): capture must

@@ -31,8 +31,23 @@ MAX_LITERAL_NUMEL = 4096
 _LITERAL_TYPES = (bool, int, float, str, type(None))
 
 
+class Problems:
+    """Where capture reports invariant violations: raised at once (precompile), or all
+    collected (the dry-run checker, precompile_nb.check)."""
+
+    def __init__(self, collect: bool = False) -> None:
+        self.collect = collect
+        self.errors: list[PrecompileError] = []
+
+    def add(self, err: PrecompileError) -> None:
+        if not self.collect:
+            raise err
+        self.errors.append(err)
+
+
 def capture(fn: Callable, example_inputs: Sequence[Any], *,
-            decompositions: dict | None = None) -> Captured:
+            decompositions: dict | None = None,
+            problems: Problems | None = None) -> Captured | None:
     """Trace `fn(*example_inputs)` into one ATen graph with all tensors lifted to inputs.
 
     >>> import torch
@@ -41,20 +56,21 @@ def capture(fn: Callable, example_inputs: Sequence[Any], *,
     ['m.weight', 'm.bias', 'x']
     """
     t0 = time.perf_counter()
+    P = problems or Problems()
     if not callable(fn):
         raise TypeError(f"precompile: fn must be callable, got {type(fn).__name__}")
     if ambient := _compat.autocast_enabled_devices():
-        raise PrecompileError(
+        P.add(PrecompileError(
             "precompile was called under torch.autocast", invariant=6, stage="capture",
             where="ambient autocast", expected="autocast disabled around precompile",
             actual=f"enabled for {ambient}",
             hint="put the `with torch.autocast(...)` inside fn so it is part of the captured "
-                 "computation, and call precompile outside it")
+                 "computation, and call precompile outside it"))
     names = _arg_names(fn, len(example_inputs))
-    lifted = _lift(example_inputs, names)
+    lifted = _lift(example_inputs, names, P)
 
     state: dict[str, Any] = {}
-    flat_fn = _make_flat_fn(fn, example_inputs, lifted, state)
+    flat_fn = _make_flat_fn(fn, example_inputs, lifted, state, P)
     dynamic = any(s.dynamic for s in lifted.specs)
     tracing_mode = "symbolic" if dynamic else "fake"
     trace_inputs = _trace_inputs(lifted)
@@ -62,7 +78,7 @@ def capture(fn: Callable, example_inputs: Sequence[Any], *,
     if dynamic:  # invariant 3: marked dims become unbacked sizes
         fake_mode, trace_inputs, symbols = _compat.fake_with_unbacked(
             trace_inputs, [s.dynamic for s in lifted.specs])
-    with _compat.preserved_rng_state(), torch.enable_grad():
+    with _compat.preserved_rng_state(), torch.enable_grad(), _compat.no_autocast():
         try:
             gm = _compat.make_fx_trace(flat_fn, trace_inputs, decompositions=decompositions,
                                        fake_mode=fake_mode)
@@ -71,7 +87,7 @@ def capture(fn: Callable, example_inputs: Sequence[Any], *,
                        None)
             if hit is not None:
                 spec = lifted.specs[hit[0]]
-                raise PrecompileError(
+                P.add(PrecompileError(
                     f"{_fn_name(fn)}: the computation branches on the dynamic dim "
                     f"{spec.where}.shape[{hit[1]}]", invariant=3, stage="capture",
                     where=user_frame(e.__traceback__) or f"{spec.where}.shape[{hit[1]}]",
@@ -79,8 +95,9 @@ def capture(fn: Callable, example_inputs: Sequence[Any], *,
                     actual=str(e).splitlines()[0],
                     hint=f"remove the size-dependent branch on {spec.where}.shape[{hit[1]}] "
                          "(or use torch ops that work for any size), or do not mark that dim "
-                         "with mark_unbacked", extra={"input": spec.where, "dim": hit[1]}) from e
-            raise PrecompileError(
+                         "with mark_unbacked", extra={"input": spec.where, "dim": hit[1]}))
+                return None
+            P.add(PrecompileError(
                 f"{_fn_name(fn)}: a value or a branch depends on tensor data",
                 invariant=3, stage="capture",
                 where=user_frame(e.__traceback__) or "inside fn",
@@ -88,9 +105,11 @@ def capture(fn: Callable, example_inputs: Sequence[Any], *,
                 actual=f"{type(e).__name__}: {str(e).splitlines()[0]}",
                 hint="keep .item(), .tolist(), bool(tensor) and data-dependent shapes out of "
                      "fn: compute with tensors (torch.where instead of if), or do the "
-                     "data-dependent part outside the precompiled computation") from e
-    constants = _check_constants(gm, fn, example_inputs, names, lifted)
-    _check_nodes(gm, fn)
+                     "data-dependent part outside the precompiled computation",
+                extra={"source": user_frame(e.__traceback__)}))
+            return None
+    constants = _check_constants(gm, fn, example_inputs, names, lifted, P)
+    _check_nodes(gm, fn, P)
     _pin_factory_dtypes(gm)
     _drop_detach(gm)
     gm.recompile()
@@ -162,7 +181,7 @@ def _tensor_spec(t: torch.Tensor, where: str, kind: str, arg: int) -> TensorSpec
                       dynamic=dynamic)
 
 
-def _lift(example_inputs: Sequence[Any], names: list[str]) -> _Lifted:
+def _lift(example_inputs: Sequence[Any], names: list[str], P: Problems) -> _Lifted:
     L = _Lifted()
     for i, a in enumerate(example_inputs):
         path = names[i]
@@ -190,7 +209,7 @@ def _lift(example_inputs: Sequence[Any], names: list[str]) -> _Lifted:
         else:
             with_path, spec = pytree.tree_flatten_with_path(a)
             if spec.is_leaf():
-                value = _literal(a, path)
+                value = _literal(a, path, P)
                 L.baked.append((path, a))
                 L.args_meta.append({"kind": "const", "path": path, "value": value})
                 L.rebuild.append(("const", a))
@@ -206,14 +225,14 @@ def _lift(example_inputs: Sequence[Any], names: list[str]) -> _Lifted:
                     leaves.append({"kind": "tensor"})
                 else:
                     if isinstance(leaf, torch.nn.Module):
-                        raise PrecompileError(
+                        P.add(PrecompileError(
                             f"a module is nested inside argument '{path}'", invariant=1,
                             stage="capture", where=where, expected="nn.Module as a "
                             "top-level positional argument", actual="nested in a container",
-                            hint="pass each model as its own positional argument of fn")
+                            hint="pass each model as its own positional argument of fn"))
                     slots.append(None)
                     L.baked.append((where, leaf))
-                    leaves.append({"kind": "const", "value": _literal(leaf, where)})
+                    leaves.append({"kind": "const", "value": _literal(leaf, where, P)})
             L.args_meta.append({"kind": "pytree", "path": path,
                                 "spec": pytree.treespec_dumps(spec), "leaves": leaves,
                                 "leaf_paths": leaf_paths})
@@ -221,35 +240,37 @@ def _lift(example_inputs: Sequence[Any], names: list[str]) -> _Lifted:
     seen: dict[int, str] = {}
     for t, s in zip(L.tensors, L.specs):
         if s.kind == "input" and id(t) in seen:
-            raise PrecompileError(
+            P.add(PrecompileError(
                 "the same tensor is passed twice", invariant=4, stage="capture",
                 where=s.where, expected="distinct tensors", actual=f"same object as {seen[id(t)]}",
-                hint="pass it once, or pass a .clone() for the second use")
+                hint="pass it once, or pass a .clone() for the second use"))
         seen.setdefault(id(t), s.where)
     return L
 
 
-def _literal(v: Any, where: str) -> Any:
+def _literal(v: Any, where: str, P: Problems | None = None) -> Any:
     """A non-tensor input/output value as a plain literal for _PC_META (checked per call)."""
     if isinstance(v, _LITERAL_TYPES):
         if isinstance(v, float) and not math.isfinite(v):
-            raise PrecompileError(
+            (P or Problems()).add(PrecompileError(
                 "a non-finite float cannot be baked", invariant=3, stage="capture", where=where,
                 expected="a finite number", actual=repr(v),
-                hint="pass it as a tensor (torch.tensor(v)) instead")
+                hint="pass it as a tensor (torch.tensor(v)) instead"))
+            return repr(v)
         return v
     if isinstance(v, torch.dtype):
         return ["__torch.dtype__", str(v).replace("torch.", "")]
     if isinstance(v, torch.device):
         return ["__torch.device__", str(v)]
-    raise PrecompileError(
+    (P or Problems()).add(PrecompileError(
         f"unsupported non-tensor value of type {type(v).__name__}", invariant=3,
         stage="capture", where=where,
         expected="tensor, nn.Module, or a bool/int/float/str/None/dtype/device (baked and "
                  "checked per call), in tuples/lists/dicts",
         actual=f"{type(v).__name__}: {v!r:.80}",
         hint="pass tensors for data; fold other configuration into fn (a closure or "
-             "functools.partial) so it is baked explicitly")
+             "functools.partial) so it is baked explicitly"))
+    return repr(v)
 
 
 def _trace_inputs(L: _Lifted) -> list[torch.Tensor]:
@@ -265,7 +286,7 @@ def _trace_inputs(L: _Lifted) -> list[torch.Tensor]:
 
 
 def _make_flat_fn(fn: Callable, example_inputs: Sequence[Any], L: _Lifted,
-                  state: dict[str, Any]) -> Callable:
+                  state: dict[str, Any], P: Problems) -> Callable:
     def flat_fn(*ts: torch.Tensor):
         args = []
         with contextlib.ExitStack() as stack:
@@ -300,7 +321,7 @@ def _make_flat_fn(fn: Callable, example_inputs: Sequence[Any], L: _Lifted,
                 out_leaves.append(entry)
                 tensor_outs.append(leaf)
             else:
-                out_leaves.append({"kind": "const", "value": _literal(leaf, "fn's result")})
+                out_leaves.append({"kind": "const", "value": _literal(leaf, "fn's result", P)})
         grads = []
         for k, t in enumerate(ts):
             if t.requires_grad and t.grad is not None:
@@ -376,7 +397,7 @@ def _external_tensors(fn: Callable, example_inputs: Sequence[Any],
 
 
 def _check_constants(gm: torch.fx.GraphModule, fn: Callable, example_inputs: Sequence[Any],
-                     names: list[str], L: _Lifted) -> list[ConstantSpec]:
+                     names: list[str], L: _Lifted, P: Problems) -> list[ConstantSpec]:
     """Invariant 1. Tensor constants in the trace are either small tensors fn created itself
     (kept as literals and lifted to inputs) or live data fn reached around its arguments
     (rejected, all of them named at once)."""
@@ -400,6 +421,15 @@ def _check_constants(gm: torch.fx.GraphModule, fn: Callable, example_inputs: Seq
             stack = next((u.meta.get("stack_trace") for u in n.users
                           if u.meta.get("stack_trace")), None)
             bad.append((where, fix, t, users, stack))
+    if bad and P.collect:  # the dry-run checker: one finding per offender
+        for where, fix, t, users, stack in bad:
+            P.add(PrecompileError(
+                f"{_fn_name(fn)} reads a tensor that is not an input", invariant=1,
+                stage="capture", where=where, expected="an argument or a registered "
+                "parameter/buffer", actual=f"baked constant shape={list(t.shape)} "
+                f"dtype={t.dtype}", hint=fix,
+                extra={"offenders": [where], "nodes": users, "source": _last_user_line(stack)}))
+        return []
     if bad:
         where, fix, t, users, stack = bad[0]
         raise PrecompileError(
@@ -410,7 +440,8 @@ def _check_constants(gm: torch.fx.GraphModule, fn: Callable, example_inputs: Seq
             actual=f"baked constant shape={list(t.shape)} dtype={t.dtype}"
                    + ("; also: " + "; ".join(b[0] for b in bad[1:]) if len(bad) > 1 else ""),
             hint=fix,
-            extra={"offenders": [b[0] for b in bad], "nodes": [b[3] for b in bad],
+            extra={"offenders": [b[0] for b in bad],
+                   "nodes": [u for b in bad for u in b[3]],
                    "source": _last_user_line(stack)})
     # lift the kept literals into placeholders after the inputs
     specs = []
@@ -449,26 +480,28 @@ def _last_user_line(stack: str | None) -> str | None:
     return frames[-1] if frames else None
 
 
-def _check_nodes(gm: torch.fx.GraphModule, fn: Callable) -> None:
+def _check_nodes(gm: torch.fx.GraphModule, fn: Callable, P: Problems) -> None:
     for n in gm.graph.nodes:
         if n.op != "call_function":
             continue
         if _compat.has_effects(n.target):
-            raise PrecompileError(
+            P.add(PrecompileError(
                 f"{_fn_name(fn)} calls a side-effecting op that cannot be captured",
                 invariant=4, stage="capture", where=f"graph node {n.name} ({n.target})",
                 expected="pure tensor ops and in-place updates of inputs/buffers",
                 actual=str(n.target), hint="move the side effect (printing, logging, "
                 "effectful custom ops) outside fn",
-                extra={"nodes": [n.name], "source": _last_user_line(n.meta.get("stack_trace"))})
+                extra={"nodes": [n.name],
+                       "source": _last_user_line(n.meta.get("stack_trace"))}))
         if n.target is torch.ops.aten._local_scalar_dense.default:
-            raise PrecompileError(
+            P.add(PrecompileError(
                 f"{_fn_name(fn)} reads a tensor's value into Python (.item())", invariant=3,
                 stage="capture", where=_last_user_line(n.meta.get("stack_trace"))
                 or f"graph node {n.name}",
                 expected="no data-dependent Python values", actual=".item() / .tolist()",
                 hint="keep the value a tensor (e.g. x * t instead of x * t.item())",
-                extra={"nodes": [n.name]})
+                extra={"nodes": [n.name],
+                       "source": _last_user_line(n.meta.get("stack_trace"))}))
 
 
 _FACTORIES = {"zeros", "ones", "empty", "full", "rand", "randn", "arange", "scalar_tensor",
@@ -503,7 +536,13 @@ def _schema_mutated(gm: torch.fx.GraphModule) -> set[int]:
         for a, v in zip(n.target._schema.arguments, n.args):
             if a.alias_info is not None and a.alias_info.is_write and v in phs:
                 out.add(phs.index(v))
+        # legacy schemas that update running stats without declaring it (training=True)
+        if n.target.__name__.split(".")[0] in _BN_LEGACY and len(n.args) > 5 and n.args[5]:
+            out.update(phs.index(v) for v in n.args[3:5] if v in phs)
     return out
+
+
+_BN_LEGACY = {"native_batch_norm", "cudnn_batch_norm", "miopen_batch_norm"}
 
 
 def _drop_detach(gm: torch.fx.GraphModule) -> None:
