@@ -8,9 +8,28 @@ did, in Jupyter.
 """
 from __future__ import annotations
 
-from .core import precompile
-from .core.check import check
-from .core.errors import PrecompileError
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the public names, imported lazily: viewers import without torch
+    from .core import precompile
+    from .core.check import check
+    from .core.errors import PrecompileError
+
+
+def __getattr__(name: str) -> Any:
+    if name == "precompile":
+        from .core import precompile
+
+        return precompile
+    if name == "check":
+        from .core.check import check
+
+        return check
+    if name == "PrecompileError":
+        from .core.errors import PrecompileError
+
+        return PrecompileError
+    raise AttributeError(f"module 'precompile_nb' has no attribute {name!r}")
 
 __version__ = "0.1.0"
 __all__ = ["precompile", "PrecompileError", "check", "load_ipython_extension",

@@ -35,10 +35,19 @@ def torch_build_id() -> str:
 # capture
 
 
-def make_fx_trace(fn: Callable, inputs: Sequence[Any], *, decompositions, fake_mode=None):
+def make_fx_trace(fn: Callable, inputs: Sequence[Any], *, decompositions, fake_mode=None,
+                  modules: dict[str, torch.nn.Module] | None = None):
     """Non-strict make_fx trace (2.11-2.14: same keyword names). Closed-over real tensors are
     allowed through as constants so that capture can name every one of them (invariant 1).
-    With `fake_mode`, `inputs` are already fake (unbacked dims) and traced as they are."""
+    With `fake_mode`, `inputs` are already fake (unbacked dims) and traced as they are.
+    `modules` (argument name -> module) become the scope root make_fx records nn_module_stack
+    against, so graph nodes know their module path ("m.0"): make_fx looks for the root on
+    `fn._orig_mod` (2.11-2.14)."""
+    if modules:
+        root = torch.nn.Module()
+        for name, mod in modules.items():
+            root.add_module(name, mod)
+        fn._orig_mod = root  # type: ignore[attr-defined]
     tracer = _make_fx(
         fn,
         decomposition_table=decompositions,
@@ -251,3 +260,14 @@ def no_precompiled_headers() -> contextlib.AbstractContextManager:
     if hasattr(config, "cpp_cache_precompile_headers"):
         return config.patch(cpp_cache_precompile_headers=False)
     return contextlib.nullcontext()
+
+
+def rename_node(node: torch.fx.Node, name: str) -> None:
+    """Give a graph node a readable name, kept unique by the graph's namespace (2.11-2.14:
+    Node._rename)."""
+    node._rename(name)
+
+
+def is_aten_op(name: str) -> bool:
+    """True if torch.ops.aten has an op packet of that name."""
+    return bool(name) and hasattr(torch.ops.aten, name)

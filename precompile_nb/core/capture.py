@@ -81,7 +81,8 @@ def capture(fn: Callable, example_inputs: Sequence[Any], *,
     with _compat.preserved_rng_state(), torch.enable_grad(), _compat.no_autocast():
         try:
             gm = _compat.make_fx_trace(flat_fn, trace_inputs, decompositions=decompositions,
-                                       fake_mode=fake_mode)
+                                       fake_mode=fake_mode, modules=_module_args(
+                                           example_inputs, names))
         except _compat.data_dependent_errors() as e:
             hit = next((v for k, v in symbols.items() if re.search(rf"\b{k}\b", str(e))),
                        None)
@@ -112,6 +113,7 @@ def capture(fn: Callable, example_inputs: Sequence[Any], *,
     _check_nodes(gm, fn, P)
     _pin_factory_dtypes(gm)
     _drop_detach(gm)
+    _name_placeholders(gm, lifted.specs)
     gm.recompile()
 
     fake_inputs = tuple(n.meta["val"] for n in gm.graph.nodes if n.op == "placeholder")
@@ -166,6 +168,14 @@ def _arg_names(fn: Callable, n: int) -> list[str]:
         else:
             names.append(f"args[{i}]")
     return names
+
+
+def _module_args(example_inputs: Sequence[Any], names: list[str]) -> dict[str, torch.nn.Module]:
+    out = {}
+    for a, n in zip(example_inputs, names):
+        if isinstance(a, torch.nn.Module) and n.isidentifier() and n not in out:
+            out[n] = a
+    return out
 
 
 def _fn_name(fn: Callable) -> str:
@@ -341,19 +351,37 @@ def _make_flat_fn(fn: Callable, example_inputs: Sequence[Any], L: _Lifted,
 # graph checks
 
 
-def _external_tensors(fn: Callable, example_inputs: Sequence[Any],
-                      names: list[str]) -> dict[int, tuple[str, str]]:
-    """Tensors fn can reach without them being inputs: id -> (where, fix)."""
-    found: dict[int, tuple[str, str]] = {}
+def _source_line(owner: Any, token: str) -> str | None:
+    """'file:line: code' of the first line of `owner`'s source that mentions `token` (where
+    the user's code reads a tensor it should have passed in)."""
+    try:
+        lines, start = inspect.getsourcelines(owner)
+        path = inspect.getsourcefile(owner) or "<source>"
+    except (OSError, TypeError):
+        return None
+    pat = re.compile(rf"(?<![\w.]){re.escape(token)}\b" if "." not in token
+                     else re.escape(token))
+    for k, ln in enumerate(lines):
+        code = ln.split("#")[0]
+        if pat.search(code) and not code.lstrip().startswith(("def ", "class ")):
+            return f"{path}:{start + k}: {ln.strip()}"
+    return None
 
-    def add(obj: Any, var: str, where: str, fix: str) -> None:
+
+def _external_tensors(fn: Callable, example_inputs: Sequence[Any],
+                      names: list[str]) -> dict[int, tuple[str, str, str | None]]:
+    """Tensors fn can reach without them being inputs: id -> (where, fix, source line)."""
+    found: dict[int, tuple[str, str, str | None]] = {}
+
+    def add(obj: Any, var: str, where: str, fix: str, owner: Any) -> None:
         if isinstance(obj, torch.Tensor):
-            found.setdefault(id(obj), (where, fix))
+            found.setdefault(id(obj), (where, fix, _source_line(owner, var)))
         elif isinstance(obj, torch.nn.Module):
+            src = _source_line(owner, var)
             for n, t in list(obj.named_parameters()) + list(obj.named_buffers()):
                 found.setdefault(id(t), (f"{where}, its {n}",
                                          f"pass `{var}` to fn as a positional argument "
-                                         "instead of closing over it"))
+                                         "instead of closing over it", src))
 
     def scan_function(f: Any, depth: int) -> None:
         code = getattr(f, "__code__", None)
@@ -366,7 +394,7 @@ def _external_tensors(fn: Callable, example_inputs: Sequence[Any],
                 v = cell.cell_contents
             except ValueError:
                 continue
-            add(v, var, f"closure variable '{var}'", tensor_fix.format(v=var))
+            add(v, var, f"closure variable '{var}'", tensor_fix.format(v=var), f)
             scan_function(v, depth + 1)
         g = getattr(f, "__globals__", {})
         co_names = set(code.co_names)
@@ -375,10 +403,10 @@ def _external_tensors(fn: Callable, example_inputs: Sequence[Any],
                 co_names |= set(c.co_names)
         for var in co_names:
             if var in g:
-                add(g[var], var, f"global '{var}'", tensor_fix.format(v=var))
+                add(g[var], var, f"global '{var}'", tensor_fix.format(v=var), f)
         for k, v in enumerate(getattr(f, "__defaults__", None) or ()):
             add(v, f"default #{k}", f"default argument #{k}",
-                "pass it explicitly as an argument")
+                "pass it explicitly as an argument", f)
 
     scan_function(fn, 0)
     for i, a in enumerate(example_inputs):
@@ -392,7 +420,8 @@ def _external_tensors(fn: Callable, example_inputs: Sequence[Any],
                             f"plain module attribute {full} (not a registered parameter or "
                             "buffer)",
                             f"register it: self.register_buffer('{k}', tensor) or "
-                            f"self.{k} = nn.Parameter(tensor)")
+                            f"self.{k} = nn.Parameter(tensor)",
+                            _source_line(type(sub).forward, f"self.{k}"))
     return found
 
 
@@ -411,27 +440,28 @@ def _check_constants(gm: torch.fx.GraphModule, fn: Callable, example_inputs: Seq
         t = getattr(gm, n.target)
         hit = external.get(id(t)) or (external.get(id(t._base)) if t._base is not None else None)
         only_fresh = all(u.target is torch.ops.aten.lift_fresh_copy.default for u in n.users)
-        if hit is None and only_fresh and t.numel() <= MAX_LITERAL_NUMEL:
+        finite = t.is_floating_point() is False or bool(torch.isfinite(t).all())
+        if hit is None and only_fresh and t.numel() <= MAX_LITERAL_NUMEL and finite:
             keep.append(n)
         else:
-            where, fix = hit or (
+            where, fix, src = hit or (
                 f"a tensor constant of shape {list(t.shape)} (graph node {n.name})",
-                "make it an input: pass it to fn or register it on the model")
+                "make it an input: pass it to fn or register it on the model", None)
             users = [u.name for u in n.users]
             stack = next((u.meta.get("stack_trace") for u in n.users
                           if u.meta.get("stack_trace")), None)
-            bad.append((where, fix, t, users, stack))
+            bad.append((where, fix, t, users, src or _last_user_line(stack)))
     if bad and P.collect:  # the dry-run checker: one finding per offender
-        for where, fix, t, users, stack in bad:
+        for where, fix, t, users, src in bad:
             P.add(PrecompileError(
                 f"{_fn_name(fn)} reads a tensor that is not an input", invariant=1,
                 stage="capture", where=where, expected="an argument or a registered "
                 "parameter/buffer", actual=f"baked constant shape={list(t.shape)} "
                 f"dtype={t.dtype}", hint=fix,
-                extra={"offenders": [where], "nodes": users, "source": _last_user_line(stack)}))
+                extra={"offenders": [where], "nodes": users, "source": src}))
         return []
     if bad:
-        where, fix, t, users, stack = bad[0]
+        where, fix, t, users, src = bad[0]
         raise PrecompileError(
             f"{_fn_name(fn)} reads {len(bad)} tensor(s) that are not inputs; they would be "
             "baked into the artifact as constants", invariant=1, stage="capture", where=where,
@@ -442,7 +472,7 @@ def _check_constants(gm: torch.fx.GraphModule, fn: Callable, example_inputs: Seq
             hint=fix,
             extra={"offenders": [b[0] for b in bad],
                    "nodes": [u for b in bad for u in b[3]],
-                   "source": _last_user_line(stack)})
+                   "source": src})
     # lift the kept literals into placeholders after the inputs
     specs = []
     last_ph = [n for n in gm.graph.nodes if n.op == "placeholder"][-1]
@@ -477,7 +507,7 @@ def _last_user_line(stack: str | None) -> str | None:
     for k in range(len(frames) - 1, -1, -1):
         if "/torch/" not in frames[k] and "/precompile_nb/core/" not in frames[k]:
             return frames[k]
-    return frames[-1] if frames else None
+    return None
 
 
 def _check_nodes(gm: torch.fx.GraphModule, fn: Callable, P: Problems) -> None:
@@ -545,6 +575,16 @@ def _schema_mutated(gm: torch.fx.GraphModule) -> set[int]:
 _BN_LEGACY = {"native_batch_norm", "cudnn_batch_norm", "miopen_batch_norm"}
 
 
+def _name_placeholders(gm: torch.fx.GraphModule, specs: Sequence[TensorSpec]) -> None:
+    """arg7_1 -> m_1_running_mean: the graph, the eager source and the viewers read better."""
+    phs = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for n, s in zip(phs, specs):
+        name = re.sub(r"\W+", "_", s.where).strip("_") or "input"
+        if name[0].isdigit():
+            name = "_" + name
+        _compat.rename_node(n, name)
+
+
 def _drop_detach(gm: torch.fx.GraphModule) -> None:
     """detach is a no-op once autograd has been traced away; dropping it keeps Inductor from
     materialising copies of it."""
@@ -576,6 +616,7 @@ def graph_nodes(c: Captured) -> tuple[GraphNodeInfo, ...]:
         return seen
 
     forward = ancestors(user_outs)
+    backward = ancestors(outs[c.n_user_outputs:]) - forward
     ph_roles = [s.kind for s in c.inputs] + ["constant"] * len(c.constants)
     ph_index = 0
     infos = []
@@ -594,7 +635,7 @@ def graph_nodes(c: Captured) -> tuple[GraphNodeInfo, ...]:
         elif n.op == "output":
             role, target = "output", "output"
         else:
-            role = "compute" if n in forward else "gradient"
+            role = "gradient" if n in backward else "compute"
             target = str(n.target).replace("torch.ops.", "")
         mstack = n.meta.get("nn_module_stack") or {}
         module = ""

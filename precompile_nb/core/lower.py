@@ -273,23 +273,29 @@ _KERNEL_PREFIX = re.compile(r"^(cpp|triton)_(?:[a-z]+_)?fused_")
 
 def _ops_from_name(name: str, known: set[str]) -> tuple[str, ...]:
     """Inductor names a fused kernel after the ops in it (cpp_fused_add_relu_0): split the
-    name into the op names of the lowered graph, longest match first (a fallback where no
-    source-node comment precedes the kernel's call)."""
+    name back into ATen op names, longest match first, where a match is an op of the lowered
+    graph or any ATen op (a fallback where no source-node comment precedes the kernel's
+    call)."""
     body = _KERNEL_PREFIX.sub("", name)
     if body == name:
         return ()
-    body = re.sub(r"_\d+$", "", body)
-    out, pos = [], 0
-    by_len = sorted(known, key=len, reverse=True)
-    while pos < len(body):
-        if body[pos] == "_" and not any(body.startswith(k, pos) for k in known):
-            pos += 1
+    tokens = [t for t in re.sub(r"_\d+$", "", body).split("_")]
+    out, i = [], 0
+    while i < len(tokens):
+        if not tokens[i]:
+            i += 1
             continue
-        hit = next((k for k in by_len if body.startswith(k, pos)
-                    and (pos + len(k) == len(body) or body[pos + len(k)] == "_")), None)
-        if hit is None:
-            nxt = body.find("_", pos + 1)
-            hit = body[pos:] if nxt == -1 else body[pos:nxt]
-        out.append("aten." + hit.lstrip("_") if hit in known else hit)
-        pos += len(hit)
-    return tuple(out)
+        for j in range(len(tokens), i, -1):
+            words = tokens[i:j]
+            cands = ["_".join(words)]
+            if i > 0 and not tokens[i - 1]:
+                cands.insert(0, "_" + cands[0])  # a leading underscore: _native_batch_norm...
+            hit = next((c for c in cands if c in known or _compat.is_aten_op(c)), None)
+            if hit is not None:
+                out.append("aten." + hit)
+                i = j
+                break
+        else:
+            out.append(tokens[i])
+            i += 1
+    return tuple(dict.fromkeys(out))

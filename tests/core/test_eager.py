@@ -341,3 +341,16 @@ def test_precompile_is_safe_from_several_threads():
     assert not errors
     for f, m, x in zip(results, models, xs):
         torch.testing.assert_close(f(m, x), m(x).relu())
+
+
+def test_invariant_1_errors_point_at_the_users_source_line():
+    w_local = torch.randn(8)
+
+    def fn(x):
+        y = x + 1
+        return y * w_local  # reads the closed-over tensor
+
+    with pytest.raises(PrecompileError) as ei:
+        precompile(fn, torch.randn(8), backend="eager")
+    src = ei.value.extra["source"]
+    assert "test_eager.py" in src and "reads the closed-over tensor" in src

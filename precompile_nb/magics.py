@@ -1,0 +1,370 @@
+"""%%precompile: the notebook adapter. It parses the magic line, runs the cell, calls the core
+(build, then load as a check), binds the result in the namespace and displays the report. No
+pipeline logic lives here.
+
+    %load_ext precompile_nb
+
+    %%precompile --backend eager --out r
+    def step(model, x):
+        return model(x).sum()
+
+`step` is now the precompiled callable (step.__wrapped__ is the plain function) and `r` a
+PrecompileResult: r.python_code, r.cache, r.save("artifacts/"), r.to_html().
+"""
+from __future__ import annotations
+
+import ast
+import inspect
+import os
+import tempfile
+import time
+import traceback
+import warnings
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, cell_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.display import display
+
+from .core import BACKENDS, _compat, build
+from .core.errors import PrecompileError
+from .core.load import load
+from .core.report import error_data, report_data
+from .core.schemas import Artifact
+from .viewers.explorer import render_violation_html
+from .viewers.html import render_report_html, render_report_page, summary_text
+
+__all__ = ["PrecompileMagics", "PrecompileResult", "load_ipython_extension",
+           "unload_ipython_extension"]
+
+_MISSING = object()
+_SHOWN = "_precompile_nb_explorer_shown"  # set on an error whose explorer the magic showed
+# graph nodes of recently precompiled functions, by artifact file name, so an error raised
+# when one is called later can show its graph
+_KEEP_GRAPHS = 32
+
+
+class PrecompileResult:
+    """What `%%precompile --out VAR` binds (like `%timeit -o`): the pair, the loaded callable,
+    everything the build recorded and the report."""
+
+    def __init__(self, name: str, artifact: Artifact, fn: Callable[..., Any],
+                 report: dict[str, Any]) -> None:
+        self.name = name  # the name the callable is bound under; NAME.py / NAME.cache
+        self.artifact = artifact
+        self.fn = fn  # the loaded callable
+        self.report = report  # report_data(...): plain JSON-able data
+
+    @property
+    def python_code(self) -> str:
+        return self.artifact.python_code
+
+    @property
+    def cache(self) -> bytes:
+        return self.artifact.cache
+
+    def save(self, directory: str | os.PathLike[str]) -> tuple[str, str]:
+        """Write NAME.py and NAME.cache into `directory` (created if needed); returns their
+        paths. Each file is written to a temporary file in the same directory and renamed into
+        place, the cache first and python_code last, so a reader never sees a half-written file
+        and NAME.py appears only once its cache is there."""
+        os.makedirs(directory, exist_ok=True)
+        code_path = os.path.join(os.fspath(directory), f"{self.name}.py")
+        cache_path = os.path.join(os.fspath(directory), f"{self.name}.cache")
+        _atomic_write(cache_path, self.cache)
+        _atomic_write(code_path, self.python_code.encode("utf-8"))
+        return code_path, cache_path
+
+    def to_html(self) -> str:
+        """The report as a full offline HTML page (save it, attach it to an email)."""
+        return render_report_page(self.report)
+
+    def _repr_html_(self) -> str:
+        return render_report_html(self.report)
+
+    def _ipython_display_(self) -> None:
+        show_report(self.report)
+
+    def __repr__(self) -> str:
+        return f"<PrecompileResult {self.name}: {summary_text(self.report)}>"
+
+
+def _atomic_write(path: str, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".",
+                               prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def show_report(report: dict[str, Any]) -> None:
+    """Display the report: the live widget where a frontend draws widgets, with the static
+    HTML alongside for frontends that do not (nbconvert, GitHub, a reopened notebook)."""
+    from .viewers.widgets import has_widget_frontend, report_widget
+
+    bundle: dict[str, Any] = {"text/plain": summary_text(report),
+                              "text/html": render_report_html(report)}
+    if has_widget_frontend():
+        bundle.update(report_widget(report)._repr_mimebundle_())
+    display(bundle, raw=True)
+
+
+def _show_violation(err: PrecompileError, graph_nodes: Sequence[dict[str, Any]] | None) -> None:
+    data = error_data(err)
+    display({"text/plain": f"[precompile] {data['what']}",
+             "text/html": render_violation_html(data, graph_nodes)}, raw=True)
+
+
+def _last_def(code: str, filename: str) -> str:
+    """The name of the last top-level `def` of the cell: the computation."""
+    tree = ast.parse(code, filename)
+    defs = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    if not defs:
+        raise UsageError("%%precompile: the cell defines no function; write the computation as "
+                         "a top-level `def` (the last one is precompiled)")
+    if isinstance(defs[-1], ast.AsyncFunctionDef):
+        raise UsageError(f"%%precompile: `{defs[-1].name}` is async; precompile a plain def")
+    return defs[-1].name
+
+
+def _positional_params(fn: Callable) -> tuple[list[inspect.Parameter], bool]:
+    params = list(inspect.signature(fn).parameters.values())
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return positional, any(p.kind is p.VAR_POSITIONAL for p in params)
+
+
+def _available(ns: dict[str, Any]) -> str:
+    names = sorted(k for k, v in ns.items() if not k.startswith("_")
+                   and isinstance(v, (torch.Tensor, torch.nn.Module)))
+    return ", ".join(names) if names else "none"
+
+
+def _example_inputs(ns: dict[str, Any], fn: Callable, fn_name: str,
+                    names: Sequence[str]) -> tuple[list[str], list[Any]]:
+    """The example inputs: the variables named on the magic line, else the variables named
+    like fn's parameters. Returns (parameter names, values)."""
+    params, var_positional = _positional_params(fn)
+    if names:
+        required = sum(p.default is p.empty for p in params)
+        if len(names) < required or (len(names) > len(params) and not var_positional):
+            raise UsageError(f"%%precompile: {fn_name}() takes {required}"
+                             + (f" to {len(params)}" if len(params) > required else "")
+                             + f" positional argument(s), the magic line names {len(names)}")
+        chosen = list(names)
+    else:
+        chosen = []
+        for p in params:
+            if p.name not in ns and p.default is not p.empty:
+                break  # this and the later parameters keep their defaults
+            chosen.append(p.name)
+    values = []
+    for k, var in enumerate(chosen):
+        if var not in ns:
+            for_what = f" for argument '{params[k].name}'" if k < len(params) else ""
+            raise UsageError(f"%%precompile: no variable '{var}' in the notebook{for_what} of "
+                             f"{fn_name}(); models/tensors available: {_available(ns)}")
+        values.append(ns[var])
+    arg_names = [params[k].name if k < len(params) else chosen[k] for k in range(len(chosen))]
+    return arg_names, values
+
+
+def _parse_dynamic(spec: str | None, backend: str) -> list[tuple[str, int]]:
+    if not spec:
+        return []
+    if backend != "inductor":
+        raise UsageError("%%precompile: --dynamic needs --backend inductor (dynamic dimensions "
+                         "are compiled by Inductor)")
+    marks = []
+    for item in spec.split(","):
+        arg, sep, dim = item.strip().partition(":")
+        if not sep or not arg or not dim.strip().lstrip("-").isdigit():
+            raise UsageError(f"%%precompile: --dynamic takes ARG:DIM[,ARG:DIM...], got {item!r}")
+        marks.append((arg.strip(), int(dim)))
+    return marks
+
+
+def _mark_dynamic(marks: list[tuple[str, int]], arg_names: list[str], line_names: Sequence[str],
+                  values: list[Any]) -> list[Any]:
+    """The inputs with the --dynamic dims marked. A marked alias is passed, not the notebook's
+    tensor: a mark left on it would make a later %%precompile of it dynamic too."""
+    values = list(values)
+    aliased: set[int] = set()
+    for arg, dim in marks:
+        if arg in arg_names:
+            k = arg_names.index(arg)
+        elif arg in line_names:
+            k = list(line_names).index(arg)
+        else:
+            raise UsageError(f"%%precompile: --dynamic {arg}:{dim}: '{arg}' is not an input; "
+                             f"inputs: {', '.join(arg_names) or 'none'}")
+        t = values[k]
+        if not isinstance(t, torch.Tensor):
+            raise UsageError(f"%%precompile: --dynamic {arg}:{dim}: '{arg}' is a "
+                             f"{type(t).__name__}, not a tensor")
+        if not -t.dim() <= dim < t.dim():
+            raise UsageError(f"%%precompile: --dynamic {arg}:{dim}: '{arg}' has {t.dim()} "
+                             "dimension(s)")
+        if k not in aliased:
+            values[k] = t = t.detach().requires_grad_(t.requires_grad)
+            aliased.add(k)
+        _compat.mark_unbacked(t, dim % t.dim())
+    return values
+
+
+def _identifier(option: str, value: str | None) -> None:
+    if value is not None and not value.isidentifier():
+        raise UsageError(f"%%precompile: {option} takes a Python name, got {value!r}")
+
+
+@magics_class
+class PrecompileMagics(Magics):
+    """The %%precompile cell magic."""
+
+    def __init__(self, shell: Any) -> None:
+        super().__init__(shell)
+        self._graphs: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
+
+    @magic_arguments(name="%precompile")  # the usage line reads %%precompile
+    @argument("names", nargs="*", metavar="NAME",
+              help="notebook variables to use as the example inputs, in order (default: the "
+                   "variables named like the function's parameters)")
+    @argument("--backend", choices=BACKENDS, default="inductor",
+              help="inductor (default): generated kernels; eager: the captured ATen graph")
+    @argument("--dynamic", metavar="ARG:DIM[,ARG:DIM...]",
+              help="dimensions that may change between calls (inductor only), e.g. x:0")
+    @argument("--name", metavar="N", help="bind the precompiled callable as N (default: the "
+                                          "function's name)")
+    @argument("--out", metavar="VAR", help="bind a PrecompileResult (python_code, cache, save(), "
+                                           "to_html(), report) as VAR")
+    @argument("--save", metavar="DIR", help="write NAME.py and NAME.cache into DIR")
+    @argument("--quiet", action="store_true", help="do not show progress or the report")
+    @cell_magic
+    def precompile(self, line: str, cell: str) -> None:
+        """Precompile the last function the cell defines, with example inputs taken from the
+        notebook, and bind the precompiled callable under its name.
+
+        The cell runs in the notebook namespace. If precompiling fails, the name keeps the
+        value it had before the cell (a PrecompileError shows the violation explorer, then
+        its traceback).
+        """
+        args = parse_argstring(self.precompile, line)
+        _identifier("--name", args.name)
+        _identifier("--out", args.out)
+        marks = _parse_dynamic(args.dynamic, args.backend)
+        code = self.shell.transform_cell(cell)  # IPython syntax inside the cell
+        filename = self.shell.compile.cache(code, self.shell.execution_count, raw_code=cell)
+        fn_name = _last_def(code, filename)
+        ns = self.shell.user_ns
+        previous = ns.get(fn_name, _MISSING)
+        try:
+            # registered in linecache by compile.cache: errors can show the cell's lines
+            exec(compile(code, filename, "exec"), ns)  # noqa: S102 - it is the user's cell
+            self._precompile(ns[fn_name], fn_name, args, marks)
+        except BaseException:
+            # a failed cell leaves the names it would have bound as they were
+            if previous is _MISSING:
+                ns.pop(fn_name, None)
+            else:
+                ns[fn_name] = previous
+            raise
+
+    def _precompile(self, fn: Callable, fn_name: str, args: Any,
+                    marks: list[tuple[str, int]]) -> None:
+        ns = self.shell.user_ns
+        arg_names, inputs = _example_inputs(ns, fn, fn_name, args.names)
+        inputs = _mark_dynamic(marks, arg_names, args.names, inputs)
+        from .viewers.widgets import progress_widget
+
+        progress = None if args.quiet else progress_widget()
+        on_stage = progress.on_stage if progress else None
+        try:
+            art = build(fn, *inputs, backend=args.backend, on_stage=on_stage)
+            if on_stage:
+                on_stage("load check", "start", 0.0)
+            t0 = time.perf_counter()
+            with warnings.catch_warnings():
+                # the code was compiled here, from this cell, a moment ago: the warning that
+                # load executes code (invariant 7) is for pairs that come from elsewhere
+                warnings.filterwarnings("ignore", message="precompile.load executes",
+                                        category=UserWarning)
+                forward = load(art.python_code, art.cache)
+            load_seconds = time.perf_counter() - t0
+            if on_stage:
+                on_stage("load check", "done", load_seconds)
+        except PrecompileError as e:
+            if progress:
+                progress.finish(ok=False)
+            _show_violation(e, None)
+            e.__dict__[_SHOWN] = True  # the error handler must not show it a second time
+            raise
+        except BaseException:
+            if progress:
+                progress.finish(ok=False)
+            raise
+        if progress:
+            progress.finish()
+
+        report = report_data(art, load_stats=forward.__precompile_load__)
+        report["stages"].append(["load check", round(load_seconds, 4)])
+        name = args.name or fn_name
+        forward.__wrapped__ = fn
+        result = PrecompileResult(name, art, forward, report)
+        if args.save:
+            result.save(args.save)
+        ns[name] = forward
+        if args.out:
+            ns[args.out] = result
+        self._remember_graph(forward, report)
+        if not args.quiet:
+            show_report(report)
+
+    def _remember_graph(self, forward: Callable, report: dict[str, Any]) -> None:
+        filename = getattr(getattr(forward, "__code__", None), "co_filename", None)
+        if filename:
+            self._graphs[filename] = report["graph"]["nodes"]
+            while len(self._graphs) > _KEEP_GRAPHS:
+                self._graphs.popitem(last=False)
+
+    def graph_for(self, tb: Any) -> list[dict[str, Any]] | None:
+        """The graph of the precompiled function a traceback passes through, if any."""
+        found = None
+        for frame, _ in traceback.walk_tb(tb):
+            found = self._graphs.get(frame.f_code.co_filename, found)
+        return found
+
+    def handle_error(self, shell: Any, etype: type, value: BaseException, tb: Any,
+                     tb_offset: int | None = None) -> None:
+        """set_custom_exc handler: the explorer for a PrecompileError raised in any cell (a
+        precompiled function called with a wrong shape, a load of a bad pair), then the
+        normal traceback."""
+        if not value.__dict__.get(_SHOWN):
+            _show_violation(value, self.graph_for(tb))  # type: ignore[arg-type]
+        shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
+
+
+def load_ipython_extension(ip: Any) -> None:
+    """%load_ext precompile_nb: register %%precompile and the violation explorer for
+    PrecompileError raised in any cell."""
+    magics = PrecompileMagics(ip)
+    ip.register_magics(magics)
+    ip.set_custom_exc((PrecompileError,), magics.handle_error)
+
+
+def unload_ipython_extension(ip: Any) -> None:
+    """%unload_ext precompile_nb: remove %%precompile and the error handler."""
+    mm = ip.magics_manager
+    magics = mm.registry.pop(PrecompileMagics.__name__, None)
+    mm.magics["cell"].pop("precompile", None)
+    if magics is not None and PrecompileError in ip.custom_exceptions:
+        ip.set_custom_exc((), None)

@@ -1,0 +1,176 @@
+"""The invariant-violation explorer: a PrecompileError (as `error_data(e)` plain data) rendered
+for a person: which invariant, in plain words, what happened, where, expected against actual
+with the differing cells marked, the fix, the user's source line and the offending graph nodes.
+
+    html = render_violation_html(error_data(e), graph_nodes=report["graph"]["nodes"])
+"""
+from __future__ import annotations
+
+import linecache
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from ._common import esc, graph_block, highlighted_source, make_uid, table, wrap
+from .graph import graph_view
+
+__all__ = ["render_violation_html", "PLAIN_WORDS", "offending_nodes"]
+
+# The seven invariants in a sentence a notebook user can act on.
+PLAIN_WORDS: dict[int, str] = {
+    1: "Every tensor the computation reads must arrive as an argument, or as a registered "
+       "parameter or buffer of a model argument: nothing live is baked into the artifact.",
+    2: "The model passed at call time must have the same parameters and buffers (names, "
+       "order, tying, shapes, dtypes, devices) as the model that was traced.",
+    3: "Shapes and Python control flow are fixed by the example inputs; only dimensions "
+       "marked dynamic may change, and Python may not branch on tensor values.",
+    4: "In-place updates of inputs and buffers are captured and replayed; side effects that "
+       "are not tensor writes (printing, I/O, effectful ops) cannot be.",
+    5: "A .backward() inside the function is compiled with it: gradients accumulate into "
+       ".grad exactly as in eager mode.",
+    6: "The artifact is specialized to the dtype and device of the examples (and, with "
+       "Inductor, to their memory layout).",
+    7: "python_code is executable code and the cache holds compiled binaries: load only pairs "
+       "you trust; the cache is tagged with its python_code, backend and torch build.",
+}
+
+_KV = re.compile(r"(\w+)=(\[[^\]]*\]|\([^)]*\)|\S+)")
+_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
+_COLON = re.compile(r"^(?P<file>.+?):(?P<line>\d+):\s?(?P<text>.*)$")
+
+
+def _pairs(text: str | None) -> dict[str, str] | None:
+    """'shape=[2, 4] dtype=float32' -> {'shape': '[2, 4]', 'dtype': 'float32'}; None if the
+    text is not entirely key=value pairs."""
+    if not text:
+        return None
+    found = _KV.findall(text)
+    if not found or _KV.sub("", text).strip():
+        return None
+    return dict(found)
+
+
+def _expected_actual(err: dict[str, Any]) -> str:
+    exp, act = err.get("expected"), err.get("actual")
+    if exp is None and act is None:
+        return ""
+    pe, pa = _pairs(exp), _pairs(act)
+    if pe is not None and pa is not None:
+        rows = []
+        for k in list(pe) + [k for k in pa if k not in pe]:
+            e, a = pe.get(k), pa.get(k)
+            # a field only one side mentions (the actual stride when strides are not
+            # checked) is context, not a mismatch
+            bad = e is not None and a is not None and e != a
+            mark = "pcnb-mismatch" if bad else ""
+            rows.append((esc(k), (esc(e if e is not None else "—"), mark),
+                         (esc(a if a is not None else "—"), mark)))
+        return table(["field", "expected", "actual"], rows, cls="pcnb-expact")
+    mark = "pcnb-mismatch" if exp != act else ""
+    return table(["expected", "actual"], [((esc(exp), mark), (esc(act), mark))],
+                 cls="pcnb-expact")
+
+
+def _flat_names(v: Any) -> list[str]:
+    # extra["nodes"] may be a list of names or, for several offenders, a list of lists
+    if isinstance(v, str):
+        return [v]
+    if isinstance(v, (list, tuple)):
+        return [n for x in v for n in _flat_names(x)]
+    return []
+
+
+def offending_nodes(err: dict[str, Any], graph_nodes: Sequence[dict[str, Any]] | None) -> set[str]:
+    """Graph nodes to highlight: those the error names, and the input node of the argument
+    it names (a call-time error says where='x')."""
+    names = set(_flat_names((err.get("extra") or {}).get("nodes")))
+    where = err.get("where")
+    for n in graph_nodes or ():
+        if n.get("op") == "placeholder" and where and n.get("target") == where:
+            names.add(str(n["name"]))
+    return names
+
+
+def _source_block(err: dict[str, Any], source: str | None, uid: str) -> str:
+    """The user's line that broke the invariant, highlighted in its context."""
+    ref = (err.get("extra") or {}).get("source")
+    if not ref and err.get("where") and _COLON.match(str(err["where"])):
+        ref = err["where"]  # data-dependent errors say where as 'file:line: text'
+    if not ref:
+        return ""
+    ref = str(ref)
+    m = _FRAME.search(ref) or _COLON.match(ref)
+    lines: list[str] = []
+    lineno = None
+    if m:
+        lineno = int(m.group("line"))
+        if source is not None:
+            lines = source.splitlines()
+        else:
+            lines = [ln.rstrip("\n") for ln in linecache.getlines(m.group("file"))]
+    if lineno is None or not (1 <= lineno <= len(lines)):
+        return ("<h4>Your code</h4>"
+                f'<pre class="pcnb-message">{esc(ref)}</pre>')
+    lo, hi = max(1, lineno - 3), min(len(lines), lineno + 3)
+    snippet = "\n".join(lines[lo - 1:hi]) + "\n"
+    return ("<h4>Your code</h4>"
+            f'<p class="pcnb-muted">{esc(ref)}</p>'
+            '<div class="pcnb-src pcnb-user-src">'
+            + highlighted_source(snippet, f"{uid}-U", hl_lines=[lineno - lo + 1],
+                                 linenostart=lo)
+            + "</div>")
+
+
+def violation_body(err: dict[str, Any], graph_nodes: Sequence[dict[str, Any]] | None,
+                   source: str | None, uid: str, *, node_budget: int = 400) -> str:
+    """The explorer without its wrapper (the report embeds it in its own)."""
+    n = err.get("invariant")
+    title = err.get("title") or ""
+    head = (f"Invariant {esc(n)} broken: {esc(title)}" if n is not None
+            else "precompile could not proceed")
+    parts = ['<div class="pcnb-violation">', f"<h3>{head}</h3>"]
+    if n in PLAIN_WORDS:
+        parts.append(f'<p class="pcnb-muted">{esc(PLAIN_WORDS[n])}</p>')
+    parts.append(f"<p><b>What happened:</b> {esc(err.get('what'))}</p>")
+    facts = []
+    if err.get("stage"):
+        facts.append(f"<b>Stage:</b> {esc(err['stage'])}")
+    if err.get("where"):
+        facts.append(f"<b>Where:</b> <code>{esc(err['where'])}</code>")
+    if facts:
+        parts.append("<p>" + " &nbsp; ".join(facts) + "</p>")
+    parts.append(_expected_actual(err))
+    if err.get("hint"):
+        parts.append(f'<p class="pcnb-fix"><b>Fix:</b> {esc(err["hint"])}</p>')
+    parts.append(_source_block(err, source, uid))
+    extra = {k: v for k, v in (err.get("extra") or {}).items() if k not in ("source",)}
+    if extra:
+        rows = [(esc(k), f"<code>{esc(v)}</code>") for k, v in extra.items()]
+        parts.append("<h4>Details</h4>" + table(None, rows))
+    if graph_nodes:
+        hl = offending_nodes(err, graph_nodes)
+        view = graph_view(graph_nodes, node_budget=node_budget, highlight=hl)
+        named = ", ".join(sorted(hl)) or "none"
+        parts.append(f"<h4>Graph</h4><p class='pcnb-muted'>highlighted: {esc(named)}</p>"
+                     + graph_block(view, f"{uid}-g", node_budget=node_budget))
+    parts.append("<details><summary>Full message</summary>"
+                 f'<pre class="pcnb-message">{esc(err.get("message"))}</pre></details>')
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def render_violation_html(err: dict[str, Any], graph_nodes: Sequence[dict[str, Any]] | None = None,
+                          source: str | None = None, *, node_budget: int = 400) -> str:
+    """The violation explorer for `error_data(e)` of a PrecompileError, as one self-contained
+    HTML fragment. `graph_nodes` (report["graph"]["nodes"]) adds the graph with the offending
+    nodes outlined in red; `source` is the user's code that extra["source"]'s line number
+    refers to (without it the line is looked up in linecache, which knows notebook cells).
+
+    >>> html = render_violation_html({"what": "x: shape differs", "invariant": 3,
+    ...     "title": "shapes are specialized", "where": "x", "expected": "shape=[2]",
+    ...     "actual": "shape=[3]", "hint": "pass shape [2]", "extra": {}, "message": "..."})
+    >>> "pcnb-mismatch" in html
+    True
+    """
+    uid = make_uid(err, "pcnb-err")
+    return wrap(violation_body(err, graph_nodes, source, uid, node_budget=node_budget), uid)

@@ -1,0 +1,293 @@
+"""%%precompile driven through a real IPython InteractiveShell.
+
+Everything uses the eager backend (about a second per cell) except the two Inductor tests.
+"""
+from __future__ import annotations
+
+import html
+import os
+
+import pytest
+import torch
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+
+from precompile_nb import PrecompileError, precompile
+from precompile_nb.magics import PrecompileMagics, PrecompileResult
+
+SETUP = """
+import torch
+torch.manual_seed(0)
+model = torch.nn.Linear(4, 3)
+x = torch.randn(2, 4)
+"""
+
+FORWARD = "def f(model, x):\n    return model(x)\n"
+
+
+@pytest.fixture
+def ip():
+    shell = InteractiveShell.instance()
+    if "precompile_nb" not in shell.extension_manager.loaded:
+        shell.run_line_magic("load_ext", "precompile_nb")
+    shell.run_cell(SETUP)
+    yield shell
+    shell.reset(new_session=False)  # the next test starts from an empty namespace
+
+
+@pytest.fixture
+def shown(ip, monkeypatch):
+    """The display bundles the shell publishes (report, explorer) as {mime: data} dicts."""
+    bundles: list[dict] = []
+    monkeypatch.setattr(ip.display_pub, "publish",
+                        lambda data, metadata=None, *args, **kwargs: bundles.append(data))
+    return bundles
+
+
+def explorers(bundles: list[dict]) -> list[str]:
+    return [b["text/html"] for b in bundles if "pcnb-violation" in b.get("text/html", "")]
+
+
+def test_load_ext_registers_the_cell_magic_and_the_error_handler(ip):
+    assert ip.find_cell_magic("precompile") is not None
+    assert PrecompileError in ip.custom_exceptions
+
+
+def test_magic_help_lists_every_option(ip):
+    doc = ip.find_cell_magic("precompile").__doc__
+    assert "%%precompile [--backend {inductor,eager}]" in doc
+    for option in ("--dynamic ARG:DIM[,ARG:DIM...]", "--name N", "--out VAR", "--save DIR",
+                   "--quiet", "NAME"):
+        assert option in doc
+
+
+def test_magic_binds_the_compiled_function_under_its_name(ip):
+    ip.run_cell_magic("precompile", "--backend eager", FORWARD)
+    f, model, x = ip.user_ns["f"], ip.user_ns["model"], ip.user_ns["x"]
+    assert callable(f) and f.__precompile_meta__["fn_name"] == "f"
+    torch.testing.assert_close(f(model, x), model(x))
+    plain = f.__wrapped__
+    assert plain is not f and plain.__code__.co_filename != f.__code__.co_filename
+    torch.testing.assert_close(plain(model, x), model(x))
+    # a precompiled callable checks its inputs; the plain function would not
+    with pytest.raises(PrecompileError, match="shape differs"):
+        f(model, torch.randn(5, 4))
+
+
+def test_training_step_accumulates_grads_on_the_model_like_eager(ip):
+    ip.run_cell("import copy\nmodel = torch.nn.Sequential(torch.nn.Linear(4, 8), "
+                "torch.nn.ReLU(), torch.nn.Linear(8, 2))\nref = copy.deepcopy(model)")
+    ip.run_cell_magic("precompile", "--backend eager",
+                      "def step(model, x):\n    loss = model(x).pow(2).mean()\n"
+                      "    loss.backward()\n    return loss\n")
+    step, model, ref, x = (ip.user_ns[k] for k in ("step", "model", "ref", "x"))
+    assert all(p.grad is None for p in model.parameters())  # precompiling ran nothing for real
+    for _ in range(2):  # twice: grads accumulate
+        torch.testing.assert_close(step(model, x), step.__wrapped__(ref, x))
+    for (name, p), q in zip(model.named_parameters(), ref.parameters()):
+        assert p.grad is not None, name
+        torch.testing.assert_close(p.grad, q.grad)
+
+
+def test_out_binds_a_result_with_the_pair_the_callable_and_the_report(ip):
+    ip.run_cell_magic("precompile", "--backend eager --out r --quiet", FORWARD)
+    r = ip.user_ns["r"]
+    assert isinstance(r, PrecompileResult)
+    assert r.fn is ip.user_ns["f"]
+    assert r.python_code.startswith("# precompile_nb artifact: `f`")
+    assert isinstance(r.cache, bytes) and len(r.cache) == r.report["cache"]["bytes"]
+    assert [s for s, _ in r.report["stages"]] == ["capture", "lower", "emit", "pack",
+                                                  "load check"]
+    assert r.report["cache"]["load"] is not None  # the load check's stats are in the report
+    page = r.to_html()
+    assert page.startswith("<!doctype html>")
+    assert '<span class="k">def</span>' in page  # the source, highlighted
+    for inp in r.report["inputs"]:
+        assert f"<td><code>{inp['where']}</code></td>" in page
+    assert [i["where"] for i in r.report["inputs"]] == ["model.weight", "model.bias", "x"]
+    assert r._repr_html_().startswith('<div class="pcnb"')
+    assert repr(r).startswith("<PrecompileResult f: precompiled f (backend eager, cpu)")
+
+
+def test_save_writes_a_pair_that_loads_and_runs(ip, tmp_path):
+    out = tmp_path / "artifacts"
+    ip.run_cell_magic("precompile", f"--backend eager --quiet --out r --save {out}", FORWARD)
+    assert sorted(os.listdir(out)) == ["f.cache", "f.py"]  # no temporary files left
+    code = (out / "f.py").read_text()
+    cache = (out / "f.cache").read_bytes()
+    assert code == ip.user_ns["r"].python_code and cache == ip.user_ns["r"].cache
+    with pytest.warns(UserWarning, match="executes python_code"):
+        g = precompile.load(code, cache)
+    model, x = ip.user_ns["model"], ip.user_ns["x"]
+    torch.testing.assert_close(g(model, x), model(x))
+
+
+def test_result_save_replaces_an_older_pair(ip, tmp_path):
+    ip.run_cell_magic("precompile", "--backend eager --quiet --out r", FORWARD)
+    (tmp_path / "f.py").write_text("stale")
+    (tmp_path / "f.cache").write_bytes(b"stale")
+    code_path, cache_path = ip.user_ns["r"].save(tmp_path)
+    assert open(code_path).read() == ip.user_ns["r"].python_code
+    assert open(cache_path, "rb").read() == ip.user_ns["r"].cache
+
+
+def test_name_binds_the_compiled_function_under_another_name(ip):
+    ip.run_cell_magic("precompile", "--backend eager --quiet --name fast", FORWARD)
+    fast, f = ip.user_ns["fast"], ip.user_ns["f"]
+    assert fast.__wrapped__ is f  # the def itself stays the plain function
+    assert not hasattr(f, "__precompile_meta__")
+
+
+def test_names_on_the_magic_line_choose_the_example_inputs(ip):
+    ip.run_cell("net = torch.nn.Linear(4, 2)\nbatch = torch.randn(6, 4)")
+    ip.run_cell_magic("precompile", "net batch --backend eager --quiet --out r",
+                      "def f(m, inp):\n    return m(inp)\n")
+    assert [i["where"] for i in ip.user_ns["r"].report["inputs"]] == ["m.weight", "m.bias",
+                                                                      "inp"]
+    assert ip.user_ns["r"].report["inputs"][-1]["shape"] == [6, 4]
+
+
+def test_missing_example_input_is_a_usage_error_listing_what_exists(ip):
+    with pytest.raises(UsageError) as e:
+        ip.run_cell_magic("precompile", "--backend eager", "def f(model, y):\n    return y\n")
+    msg = str(e.value)
+    assert "no variable 'y'" in msg and "argument 'y' of f()" in msg
+    assert "models/tensors available: model, x" in msg
+    assert "\n" not in msg
+    assert "f" not in ip.user_ns  # nothing was bound
+
+
+@pytest.mark.parametrize("line, words", [
+    ("--backend tpu", "invalid choice: 'tpu'"),
+    ("--bogus", "unrecognized arguments: --bogus"),
+    ("--backend eager --dynamic x:0", "--dynamic needs --backend inductor"),
+    ("--dynamic x", "--dynamic takes ARG:DIM"),
+    ("--dynamic nope:0", "'nope' is not an input"),
+    ("--dynamic model:0", "'model' is a Linear, not a tensor"),
+    ("--dynamic x:2", "'x' has 2 dimension(s)"),
+    ("--out 3r", "--out takes a Python name"),
+    ("model --backend eager", "f() takes 2 positional argument(s), the magic line names 1"),
+    ("model x x --backend eager", "the magic line names 3"),
+])
+def test_bad_options_are_one_line_usage_errors(ip, line, words):
+    with pytest.raises(UsageError) as e:
+        ip.run_cell_magic("precompile", line, FORWARD)
+    assert words in str(e.value) and "\n" not in str(e.value)
+
+
+def test_cell_without_a_function_is_a_usage_error(ip):
+    with pytest.raises(UsageError, match="defines no function"):
+        ip.run_cell_magic("precompile", "--backend eager", "y = model(x)\n")
+
+
+def test_failing_capture_raises_shows_the_explorer_and_keeps_previous_names(ip, shown,
+                                                                             capsys):
+    ip.run_cell("v = torch.randn(3)\nW = torch.randn(3)")
+    ip.run_cell_magic("precompile", "--backend eager --quiet", "def g(v):\n    return v * 2\n")
+    before = ip.user_ns["g"]
+    with pytest.raises(PrecompileError) as e:
+        ip.run_cell_magic("precompile", "--backend eager", "def g(v):\n    return v * W\n")
+    assert e.value.invariant == 1 and "global 'W'" in e.value.where
+    assert ip.user_ns["g"] is before  # the failed cell bound nothing
+    torch.testing.assert_close(before(ip.user_ns["v"]), ip.user_ns["v"] * 2)
+    (page,) = explorers(shown)
+    assert "Invariant 1 broken: everything live is an input" in page
+    assert "global &#x27;W&#x27;" in page and "pass `W` to fn" in html.unescape(page)
+    assert "[precompile] capture … failed" in capsys.readouterr().out
+
+
+def test_cell_that_raises_after_its_def_keeps_previous_names(ip):
+    ip.run_cell_magic("precompile", "--backend eager --quiet", FORWARD)
+    before = ip.user_ns["f"]
+    with pytest.raises(ZeroDivisionError):
+        ip.run_cell_magic("precompile", "--backend eager", FORWARD + "1 / 0\n")
+    assert ip.user_ns["f"] is before
+
+
+def test_a_failing_magic_cell_shows_the_explorer_once_then_the_traceback(ip, shown, capsys):
+    ip.run_cell("W = torch.randn(2, 4)")
+    result = ip.run_cell("%%precompile --backend eager\ndef h(x):\n    return x * W\n")
+    assert isinstance(result.error_in_exec, PrecompileError)
+    assert len(explorers(shown)) == 1
+    assert "PrecompileError" in capsys.readouterr().out  # the normal traceback follows
+
+
+def test_calling_with_a_wrong_shape_in_a_later_cell_shows_the_explorer_with_the_graph(
+        ip, shown, capsys):
+    ip.run_cell_magic("precompile", "--backend eager --quiet --out r", FORWARD)
+    result = ip.run_cell("f(model, torch.randn(5, 4))")
+    assert isinstance(result.error_in_exec, PrecompileError)
+    (page,) = explorers(shown)
+    assert "Invariant 3 broken" in page
+    assert '<td class="pcnb-mismatch">[2, 4]</td><td class="pcnb-mismatch">[5, 4]</td>' in page
+    x_node = next(n["name"] for n in ip.user_ns["r"].report["graph"]["nodes"]
+                  if n["op"] == "placeholder" and n["target"] == "x")
+    assert f"highlighted: {x_node}" in page
+    assert "shape differs from the example" in capsys.readouterr().out
+
+
+def test_the_report_is_shown_unless_quiet(ip, shown, capsys):
+    ip.run_cell_magic("precompile", "--backend eager", FORWARD)
+    out = capsys.readouterr().out
+    assert "[precompile] capture …" in out and "[precompile] load check …" in out
+    (report,) = shown
+    assert report["text/plain"].startswith("precompiled f (backend eager, cpu)")
+    assert 'id="' in report["text/html"] and "Invariants</label>" in report["text/html"]
+    shown.clear()
+    ip.run_cell_magic("precompile", "--backend eager --quiet", FORWARD)
+    assert shown == [] and capsys.readouterr().out == ""
+
+
+def test_in_a_kernel_the_report_is_a_live_widget_with_static_html_alongside(ip, shown,
+                                                                          monkeypatch):
+    from precompile_nb.viewers import widgets
+
+    monkeypatch.setattr(widgets, "has_widget_frontend", lambda: True)
+    ip.run_cell_magic("precompile", "--backend eager --out r", FORWARD)
+    report = shown[-1]  # the progress widget came first
+    assert "application/vnd.jupyter.widget-view+json" in report
+    assert "Invariants</label>" in report["text/html"]  # for nbconvert, GitHub, reopening
+    shown.clear()
+    ip.run_cell("r")  # the result object shows the same report
+    assert "application/vnd.jupyter.widget-view+json" in shown[-1]
+
+
+def test_unload_removes_the_magic_and_the_error_handler(ip):
+    ip.run_line_magic("unload_ext", "precompile_nb")
+    try:
+        assert ip.find_cell_magic("precompile") is None
+        assert PrecompileError not in ip.custom_exceptions
+        assert "PrecompileMagics" not in ip.magics_manager.registry
+    finally:
+        ip.run_line_magic("load_ext", "precompile_nb")
+    assert isinstance(ip.magics_manager.registry["PrecompileMagics"], PrecompileMagics)
+
+
+def test_inductor_report_lists_the_generated_kernels(ip):
+    ip.run_cell("model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU())")
+    ip.run_cell_magic("precompile", "--out r --quiet",
+                      "def f(model, x):\n    return model(x) * 2\n")
+    r, f, model, x = (ip.user_ns[k] for k in ("r", "f", "model", "x"))
+    torch.testing.assert_close(f(model, x), model(x) * 2)
+    assert r.report["backend"] == "inductor"
+    generated = [k for k in r.report["kernels"] if k["line"]]
+    assert generated and all(k["kind"] in ("cpp", "triton") for k in generated)
+    assert "aten.relu" in generated[0]["fused_ops"]
+    page = r.to_html()
+    for k in generated:
+        assert f'-L-{k["line"]}"><code>{k["name"]}</code></a>' in page
+    assert r.report["cache"]["tag"]["files"] > 0
+    assert r.report["cache"]["load"]["cache_files"] == r.report["cache"]["tag"]["files"]
+
+
+def test_dynamic_dimension_accepts_other_sizes_and_leaves_the_example_unmarked(ip):
+    from precompile_nb.core import _compat
+
+    ip.run_cell_magic("precompile", "--dynamic x:0 --out r --quiet",
+                      "def f(model, x):\n    return model(x).relu()\n")
+    r, f, model, x = (ip.user_ns[k] for k in ("r", "f", "model", "x"))
+    assert r.report["inputs"][-1]["dynamic"] == {"0": [None, None]}
+    for batch in (2, 7):
+        y = torch.randn(batch, 4)
+        torch.testing.assert_close(f(model, y), model(y).relu())
+    assert _compat.unbacked_marks(x) == {}  # the notebook's tensor carries no mark

@@ -1,0 +1,235 @@
+"""The static report (render_report_html / render_report_page) on the recorded reports and on
+hand-made dicts (no torch)."""
+from __future__ import annotations
+
+import html
+import re
+import shutil
+
+import pytest
+from viewer_data import layered_graph, with_changes
+
+from precompile_nb.viewers import graph as graph_mod
+from precompile_nb.viewers import render_report_html, render_report_page
+from precompile_nb.viewers.html import TABS
+
+
+def uid_of(page: str) -> str:
+    return re.search(r'<div class="pcnb" id="([^"]+)"', page).group(1)
+
+
+def panel(page: str, key: str) -> str:
+    """The HTML of one tab's panel."""
+    start = page.index(f'<div class="pcnb-panel pcnb-p-{key}"')
+    ends = [page.find(f'<div class="pcnb-panel pcnb-p-{k}"', start + 1) for k, _ in TABS]
+    ends = [e for e in ends if e > start] + [page.index("<script>", start)]
+    return page[start:min(ends)]
+
+
+def line_html(page: str, anchor: str) -> str:
+    """The highlighted source line with id `anchor`, as text."""
+    m = re.search(rf'<span id="{re.escape(anchor)}">(.*?)\n', page)
+    assert m, anchor
+    return html.unescape(re.sub(r"<[^>]+>", "", m.group(1)))
+
+
+def test_report_has_the_five_tabs_in_order(report):
+    page = render_report_html(report)
+    labels = re.findall(r'<label class="pcnb-tablabel" for="[^"]+">([^<]+)</label>', page)
+    assert labels == ["Summary", "Source", "Graph", "Kernels", "Invariants"]
+    checked = re.findall(r'<input type="radio"[^>]*id="[^"]+-tab-(\w+)" checked>', page)
+    assert checked == ["summary"]
+    for key, _ in TABS:
+        assert f'<div class="pcnb-panel pcnb-p-{key}"' in page
+
+
+def test_source_is_highlighted_with_an_anchor_on_every_line(report):
+    page = render_report_html(report)
+    uid = uid_of(page)
+    source = panel(page, "source")
+    n_lines = len(report["python_code"].splitlines())
+    anchors = re.findall(rf'<span id="{uid}-L-(\d+)">', source)
+    assert [int(a) for a in anchors] == list(range(1, n_lines + 1))
+    assert '<span class="k">def</span>' in source  # Pygments token classes
+    assert '<span class="kn">import</span>' in source
+    assert line_html(page, f"{uid}-L-1").lstrip().startswith("1# precompile_nb artifact")
+
+
+def test_section_jump_list_points_at_each_section_marker(report):
+    page = render_report_html(report)
+    uid = uid_of(page)
+    for name, line in report["sections"].items():
+        assert f'<a class="pcnb-jump" href="#{uid}-L-{line}">{name} ' in page
+        assert f"[precompile_nb:{name}]" in line_html(page, f"{uid}-L-{line}")
+
+
+def test_calling_convention_has_a_row_for_every_input(report):
+    page = render_report_html(report)
+    rows = re.findall(r"<tr>(.*?)</tr>", page[page.index('class="pcnb-table pcnb-inputs"'):]
+                      .split("</table>")[0])
+    body = rows[1:]  # the first row is the header
+    assert len(body) == len(report["inputs"])
+    for row, inp in zip(body, report["inputs"]):
+        cells = re.findall(r"<td>(.*?)</td>", row)
+        assert cells[1] == f"<code>{inp['where']}</code>"
+        assert cells[2] == inp["kind"] and cells[4] == inp["dtype"]
+        assert cells[3] == str(inp["shape"]) and cells[6] == str(inp["stride"])
+        assert ("yes" in cells[9]) == inp["mutated"]
+        assert ("yes" in cells[8]) == inp["gets_grad"]
+
+
+def test_kernel_names_link_to_the_line_that_defines_them(report_inductor):
+    page = render_report_html(report_inductor)
+    uid = uid_of(page)
+    kernels = panel(page, "kernels")
+    generated = [k for k in report_inductor["kernels"] if k["line"]]
+    assert generated
+    for k in generated:
+        link = f'<a class="pcnb-jump" href="#{uid}-L-{k["line"]}"><code>{k["name"]}</code></a>'
+        assert link in kernels
+        assert line_html(page, f"{uid}-L-{k['line']}").split(str(k["line"]), 1)[1] \
+            .startswith(k["name"])
+    for k in report_inductor["kernels"]:
+        if not k["line"]:  # library calls have no generated source to link to
+            assert f"<td><code>{k['name']}</code></td>" in kernels
+    assert "t_1, " not in kernels and "<code>t_1</code>, <code>t_2</code>" in kernels
+
+
+def test_eager_report_says_no_kernels_were_generated(report_eager):
+    kernels = panel(render_report_html(report_eager), "kernels")
+    assert "No generated kernels" in kernels and "eager" in kernels
+
+
+def test_dynamic_dims_are_marked_in_the_shape(report_eager):
+    data = with_changes(report_eager)
+    data["inputs"][-1]["dynamic"] = {"0": [2, None]}
+    page = render_report_html(data)
+    assert 'title="dim 0 is dynamic (unbacked), bounds 2..∞; the example had 5">dyn(5)' in page
+    assert "[<span class=\"pcnb-dyn\"" in page and "dyn(5)</span>, 8]" in page
+    assert "dyn(N)</span>: a dynamic dimension" in page
+    assert "pcnb-dyn" not in render_report_html(report_eager).split("<style>")[1] \
+        .split("</style>")[1]
+
+
+def test_invariants_are_listed_with_their_status_colored(report_eager):
+    data = with_changes(report_eager)
+    data["invariants"][4]["status"] = "n/a"
+    inv = panel(render_report_html(data), "invariants")
+    assert inv.count("<tr>") == 1 + 7
+    assert inv.count('<span class="pcnb-badge pcnb-st-enforced">enforced</span>') == 5
+    assert inv.count('<span class="pcnb-badge pcnb-st-caller">caller</span>') == 1
+    assert inv.count('<span class="pcnb-badge pcnb-st-na">n/a</span>') == 1
+    assert "pcnb-row-violated" not in inv
+
+
+def test_recorded_violation_marks_its_invariant_and_outlines_its_nodes(report_eager):
+    violation = {"what": "f reads 1 tensor(s) that are not inputs", "invariant": 1,
+                 "title": "everything live is an input", "stage": "capture",
+                 "where": "global 'W'", "expected": "an input", "actual": "a constant",
+                 "hint": "pass `W` to fn", "extra": {"nodes": [["addmm"]]}, "message": "m"}
+    page = render_report_html(with_changes(report_eager, violation=violation))
+    inv = panel(page, "invariants")
+    assert '<tr class="pcnb-row-violated"><td>1</td>' in inv
+    assert '<span class="pcnb-badge pcnb-st-violated">violated</span>' in inv
+    assert "Invariant 1 broken: everything live is an input" in inv
+    assert "Invariant 1 violated:" in panel(page, "summary")
+    graph = panel(page, "graph")
+    assert graph.count("penwidth=4") == 1
+    assert re.search(r'&quot;n:addmm&quot; \[[^\n]*penwidth=4', graph)
+
+
+def test_user_strings_are_escaped(report_eager):
+    data = with_changes(report_eager, fn_name="<script>alert(1)</script>")
+    data["inputs"][0]["where"] = "m.<b>w</b>"
+    data["baked"] = [{"where": "cfg['<i>']", "value": "'<img src=x>'"}]
+    data["graph"]["nodes"][0]["target"] = "<svg onload=x>"
+    page = render_report_html(data)
+    for raw in ("<script>alert(1)</script>", "m.<b>w</b>", "<i>", "<img src=x>",
+                "<svg onload=x>"):
+        assert raw not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "m.&lt;b&gt;w&lt;/b&gt;" in page
+
+
+@pytest.mark.parametrize("load, expected", [
+    (None, "not loaded yet"),
+    ({"cache_files": 27, "written": 27, "present": 0, "used": True},
+     "hit</span>: 27 compiled file(s) installed (27 written, 0 already present)"),
+    ({"cache_files": 27, "written": 0, "present": 0, "used": False},
+     "miss</span> the cache's 27 file(s) were not used"),
+    ({"cache_files": 0, "written": 0, "present": 0, "used": False}, "nothing to install"),
+])
+def test_cache_load_is_reported_as_hit_or_miss(report_inductor, load, expected):
+    data = with_changes(report_inductor)
+    data["cache"]["load"] = load
+    summary = panel(render_report_html(data), "summary")
+    assert html.unescape(expected) in html.unescape(summary)
+
+
+def test_summary_shows_device_weights_grads_effects_timings_and_sizes(report_inductor):
+    summary = html.unescape(panel(render_report_html(report_inductor), "summary"))
+    text = re.sub(r"<[^>]+>", "", summary)
+    assert "backend inductor · device cpu · torch 2.13.0+cpu" in text
+    assert "9 parameter/buffer tensors, 277 elements, 1.1 KiB" in text
+    assert "accumulated into .grad of: m.0.weight, m.0.bias" in text
+    assert "mutated in place (written back): m.1.num_batches_tracked" in text
+    assert "lower22.09 s" in text and "capture42.4 ms" in text
+    assert "python_code43.3 KiB (870 lines)" in text and "cache105.6 KiB" in text
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="needs the Graphviz `dot` binary")
+def test_graph_tab_embeds_a_static_svg_when_dot_is_installed(report_eager):
+    graph = panel(render_report_html(report_eager), "graph")
+    assert '<div class="pcnb-svg"><svg' in graph
+    assert "laid out by dot in" in graph
+    assert '<script type="module">' not in graph
+    assert "<details><summary>DOT source" in graph
+
+
+def test_graph_tab_without_dot_embeds_the_dot_text_and_a_browser_renderer(report_eager,
+                                                                         monkeypatch):
+    monkeypatch.setattr(graph_mod.shutil, "which", lambda name: None)
+    page = render_report_html(report_eager)
+    uid = uid_of(page)
+    graph = panel(page, "graph")
+    assert "<svg" not in graph
+    assert '<script type="module">' in graph and "@hpcc-js/wasm" in graph
+    assert f'<pre class="pcnb-dot" id="{uid}-g-dot">digraph G {{' in graph
+    assert f'<div class="pcnb-svg pcnb-wasm" id="{uid}-g-gv"></div>' in graph
+    assert "apt-get install graphviz" in graph
+
+
+def test_big_graph_in_the_report_is_collapsed_by_module(report_eager):
+    data = with_changes(report_eager, graph={"nodes": layered_graph(40, 124)})
+    graph = panel(render_report_html(data, svg=False), "graph")
+    assert "5002 nodes in the graph" in graph
+    assert "module(s) collapsed to stay under the budget of 400 nodes" in graph
+    assert "<summary>Collapsed modules</summary>" in graph
+
+
+def test_report_page_is_a_complete_document_that_needs_no_network(report_inductor):
+    page = render_report_page(report_inductor)
+    assert page.startswith("<!doctype html>") and page.rstrip().endswith("</html>")
+    assert "<title>precompile report: step</title>" in page
+    assert '<meta charset="utf-8">' in page
+    if shutil.which("dot"):  # with a static SVG nothing is fetched
+        assert not re.search(r'(src|href)="https?:', page)
+        assert "import(" not in page and "<link" not in page
+
+
+def test_two_reports_on_one_page_do_not_share_ids(report_eager, report_inductor):
+    a, b = render_report_html(report_eager), render_report_html(report_inductor)
+    assert uid_of(a) != uid_of(b)
+    ids_a = set(re.findall(r'id="([^"]+)"', a))
+    ids_b = set(re.findall(r'id="([^"]+)"', b))
+    assert ids_a and not ids_a & ids_b  # the SVGs' own ids (node1, ...) are scoped too
+    assert uid_of(render_report_html(report_eager)) == uid_of(a)  # stable for the same data
+
+
+def test_styles_follow_the_jupyterlab_dark_theme_and_the_os_preference(report_eager):
+    page = render_report_html(report_eager)
+    css = page.split("<style>")[1].split("</style>")[0]
+    assert 'body[data-jp-theme-light="false"] .pcnb' in css
+    assert ".jp-Theme-dark .pcnb" in css
+    assert "@media (prefers-color-scheme: dark)" in css
+    assert "var(--jp-content-font-color1" in css  # follows the notebook's own colors
