@@ -5,4 +5,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export TORCHINDUCTOR_CACHE_DIR="${TORCHINDUCTOR_CACHE_DIR:-$(mktemp -d /tmp/precompile_nb_ci_XXXXXX)}"
-exec .venv/bin/python -m pytest -q -p no:cacheprovider tests "$@"
+# tests/ and the tutorial notebooks (nbval: contract cells compared, the rest executed)
+exec .venv/bin/python -m pytest -q -p no:cacheprovider tests notebooks \
+  --nbval-lax --nbval-sanitize-with notebooks/sanitize.cfg "$@"

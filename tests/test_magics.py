@@ -291,3 +291,19 @@ def test_dynamic_dimension_accepts_other_sizes_and_leaves_the_example_unmarked(i
         y = torch.randn(batch, 4)
         torch.testing.assert_close(f(model, y), model(y).relu())
     assert _compat.unbacked_marks(x) == {}  # the notebook's tensor carries no mark
+
+
+@pytest.mark.cuda
+def test_on_cuda_the_magic_runs_the_gpu_pipeline_and_lists_triton_kernels(ip, tmp_path):
+    ip.run_cell("model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.LayerNorm(128),"
+                " torch.nn.GELU()).cuda()\nx = torch.randn(32, 64, device='cuda')")
+    ip.run_cell_magic("precompile", f"--out r --quiet --save {tmp_path}",
+                      "def f(model, x):\n    return model(x).softmax(-1)\n")
+    r, f, model, x = (ip.user_ns[k] for k in ("r", "f", "model", "x"))
+    torch.testing.assert_close(f(model, x), model(x).softmax(-1))
+    assert r.report["device"].startswith("cuda")
+    triton = [k for k in r.report["kernels"] if k["kind"] == "triton"]
+    assert triton and all(k["line"] > 0 for k in triton)
+    page = r.to_html()
+    assert triton[0]["name"] in page
+    print("triton kernels:", [k["name"] for k in triton])
