@@ -1,6 +1,9 @@
 """Write the tutorial notebooks (sources only; `python notebooks/build.py --execute` also runs
 them so they are committed with their outputs rendered).
 
+Executed without stored widget state: a saved notebook (GitHub, nbviewer, nbconvert) then
+shows the static HTML report each output carries beside the live widget.
+
 Conventions for nbval (run in CI with `--nbval-lax`): a cell whose output is a contract is
 written with `# NBVAL_CHECK_OUTPUT` and prints only deterministic text; a cell that
 demonstrates an error with `# NBVAL_RAISES_EXCEPTION`, and the next cell proves the error
@@ -421,6 +424,6 @@ if __name__ == "__main__":
             subprocess.run([sys.executable, "-m", "jupyter", "nbconvert", "--to", "notebook",
                             "--execute", "--inplace", "--allow-errors",
                             "--ExecutePreprocessor.timeout=900",
-                            "--ExecutePreprocessor.store_widget_state=True", str(p)],
+                            "--ExecutePreprocessor.store_widget_state=False", str(p)],
                            check=True)
     print("\n".join(str(p) for p in written))

@@ -116,7 +116,11 @@ def show_report(report: dict[str, Any]) -> None:
     bundle: dict[str, Any] = {"text/plain": summary_text(report),
                               "text/html": render_report_html(report)}
     if has_widget_frontend():
-        bundle.update(report_widget(report)._repr_mimebundle_())
+        # only the widget view: the one-line text summary stays the text/plain fallback
+        widget = report_widget(report)._repr_mimebundle_()
+        key = "application/vnd.jupyter.widget-view+json"
+        if key in widget:
+            bundle[key] = widget[key]
     display(bundle, raw=True)
 
 

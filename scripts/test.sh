@@ -4,6 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+bash scripts/setup_browser.sh .venv/bin/python  # chromium + playwright + jupyterlab, or a skip reason
+export PRECOMPILE_NB_SCREENSHOTS="${PRECOMPILE_NB_SCREENSHOTS:-$(mktemp -d /tmp/precompile_nb_shots_XXXXXX)}"
 export TORCHINDUCTOR_CACHE_DIR="${TORCHINDUCTOR_CACHE_DIR:-$(mktemp -d /tmp/precompile_nb_ci_XXXXXX)}"
 # tests/ and the tutorial notebooks (nbval: contract cells compared, the rest executed)
 exec .venv/bin/python -m pytest -q -p no:cacheprovider tests notebooks \

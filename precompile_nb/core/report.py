@@ -56,8 +56,9 @@ def report_data(art: Artifact, *, load_stats: dict | None = None) -> dict[str, A
         "weights": {"tensors": n_weights, "elements": n_elem, "bytes": n_bytes},
         "outputs": [dict(lf) for lf in lw.out_leaves],
         "grads": [c.inputs[i].where for i, _ in lw.grads],
+        # only meaningful when fn runs a backward at all
         "no_grad_params": [s.where for i, s in enumerate(c.inputs)
-                           if s.kind == "param" and i not in grads_in],
+                           if s.kind == "param" and i not in grads_in] if grads_in else [],
         "mutated": [c.inputs[i].where for i in sorted(mutated) if i < len(c.inputs)],
         "aliased_outputs": [{"output": o, "input": c.inputs[i].where} for o, i in c.aliases],
         "stages": [[n, round(s, 4)] for n, s in art.stage_seconds],

@@ -196,8 +196,11 @@ CSS = (
     """
 .pcnb { color: var(--pcnb-fg); background: var(--pcnb-bg); font-family: var(--jp-ui-font-family,
   -apple-system, "Segoe UI", Helvetica, Arial, sans-serif); font-size: 13px; line-height: 1.45; }
-.pcnb h3 { margin: 4px 0 8px 0; font-size: 15px; }
-.pcnb h4 { margin: 14px 0 6px 0; font-size: 13px; }
+.pcnb h3 { margin: 4px 0 8px 0; font-size: 15px; font-weight: 600; }
+.pcnb h4 { margin: 14px 0 6px 0; font-size: 13px; font-weight: 600; }
+.pcnb .pcnb-hl code { background: transparent; padding: 0; }
+div.pcnb pre { font-size: 12px; }
+.widget-tab-contents .pcnb { --pcnb-bg: var(--jp-layout-color1, transparent); }
 .pcnb code, .pcnb pre { font-family: var(--jp-code-font-family, SFMono-Regular, Menlo, Consolas,
   monospace); font-size: 12px; }
 .pcnb a { color: var(--pcnb-accent); text-decoration: none; }

@@ -45,7 +45,8 @@ class GraphExplorer:
                                        rows=min(10, max(2, len(self.modules))),
                                        description="open", layout=W.Layout(width="60%"))
         self.budget = W.BoundedIntText(value=node_budget, min=10, max=1_000_000, step=50,
-                                       description="node budget")
+                                       description="node budget",
+                                       style={"description_width": "initial"})
         self.picture = W.HTML()
         help_text = ("Module clusters over the node budget are drawn collapsed; choose "
                      "modules to open (ctrl/shift-click for several)." if self.modules else
