@@ -620,6 +620,7 @@ def graph_nodes(c: Captured) -> tuple[GraphNodeInfo, ...]:
     ph_roles = [s.kind for s in c.inputs] + ["constant"] * len(c.constants)
     ph_index = 0
     infos = []
+    modules: dict[torch.fx.Node, str] = {}
     for n in nodes:
         val = n.meta.get("val")
         shape = dtype = None
@@ -637,12 +638,36 @@ def graph_nodes(c: Captured) -> tuple[GraphNodeInfo, ...]:
         else:
             role = "gradient" if n in backward else "compute"
             target = str(n.target).replace("torch.ops.", "")
-        mstack = n.meta.get("nn_module_stack") or {}
-        module = ""
-        if mstack:
-            module = str(list(mstack.values())[-1][0])
+        module = _module_of(n, modules, c, ph_index)
+        modules[n] = module
         infos.append(GraphNodeInfo(
             name=n.name, op=n.op, target=target,
             args=tuple(a.name for a in n.all_input_nodes), shape=shape, dtype=dtype, role=role,
             module=module, stack=_last_user_line(n.meta.get("stack_trace"))))
     return tuple(infos)
+
+
+def _module_of(n: torch.fx.Node, known: dict[torch.fx.Node, str], c: Captured,
+               ph_index: int) -> str:
+    """The nn.Module path a node belongs to, for grouping the graph view.
+    Forward ops: make_fx's nn_module_stack. Parameters/buffers: their owner ("m.0.weight" ->
+    "m.0"). Backward ops carry no module stack (autograd runs them), so they join the module
+    of the deepest forward value they read (saved activations, weights), else the module of
+    the gradient flowing into them: a training step's backward stays inside its modules."""
+    mstack = n.meta.get("nn_module_stack") or {}
+    if mstack:
+        return str(list(mstack.values())[-1][0])
+    if n.op == "placeholder":
+        k = ph_index - 1
+        if 0 <= k < len(c.inputs) and c.inputs[k].kind in ("param", "buffer"):
+            return c.inputs[k].where.rsplit(".", 1)[0]
+        return ""
+    if n.op == "output":
+        return ""
+    fwd = [known.get(a, "") for a in n.all_input_nodes
+           if a.op == "placeholder" or a.meta.get("nn_module_stack")]
+    fwd = [m for m in fwd if m]
+    if fwd:
+        return max(fwd, key=lambda m: m.count("."))
+    inherited = [known.get(a, "") for a in n.all_input_nodes if known.get(a)]
+    return max(inherited, key=lambda m: m.count(".")) if inherited else ""
