@@ -253,6 +253,9 @@ class PrecompileMagics(Magics):
                                            "to_html(), report) as VAR")
     @argument("--save", metavar="DIR", help="write NAME.py and NAME.cache into DIR")
     @argument("--quiet", action="store_true", help="do not show progress or the report")
+    @argument("--check", action="store_true",
+              help="dry run: report every problem (all invariants) without compiling; binds "
+                   "nothing but --out VAR (the CheckReport)")
     @cell_magic
     def precompile(self, line: str, cell: str) -> None:
         """Precompile the last function the cell defines, with example inputs taken from the
@@ -274,6 +277,9 @@ class PrecompileMagics(Magics):
         try:
             # registered in linecache by compile.cache: errors can show the cell's lines
             exec(compile(code, filename, "exec"), ns)  # noqa: S102 - it is the user's cell
+            if args.check:
+                self._check(ns[fn_name], fn_name, args, marks)
+                return
             self._precompile(ns[fn_name], fn_name, args, marks)
         except BaseException:
             # a failed cell leaves the names it would have bound as they were
@@ -282,6 +288,25 @@ class PrecompileMagics(Magics):
             else:
                 ns[fn_name] = previous
             raise
+
+    def _check(self, fn: Callable, fn_name: str, args: Any,
+               marks: list[tuple[str, int]]) -> None:
+        import dataclasses
+
+        from .core.check import check
+        from .viewers.explorer import render_check_html
+
+        ns = self.shell.user_ns
+        arg_names, inputs = _example_inputs(ns, fn, fn_name, args.names)
+        inputs = _mark_dynamic(marks, arg_names, args.names, inputs)
+        report = check(fn, *inputs)
+        if args.out:
+            ns[args.out] = report
+        if not args.quiet:
+            display({"text/plain": str(report),
+                     "text/html": render_check_html(
+                         report.fn_name, [dataclasses.asdict(f) for f in report.findings])},
+                    raw=True)
 
     def _precompile(self, fn: Callable, fn_name: str, args: Any,
                     marks: list[tuple[str, int]]) -> None:

@@ -307,3 +307,17 @@ def test_on_cuda_the_magic_runs_the_gpu_pipeline_and_lists_triton_kernels(ip, tm
     page = r.to_html()
     assert triton[0]["name"] in page
     print("triton kernels:", [k["name"] for k in triton])
+
+
+def test_check_mode_reports_every_problem_without_compiling_or_binding(ip, shown):
+    ip.run_cell("W = torch.randn(3)\nf = 'before'")
+    ip.run_cell_magic("precompile", "--check --out rep",
+                      "def f(model, x, k=2):\n    torch.ops.aten._print('hi')\n"
+                      "    return model(x) * W\n")
+    rep = ip.user_ns["rep"]
+    assert not rep.ok
+    invariants = sorted(f.invariant for f in rep.errors)
+    assert invariants == [1, 4]
+    assert ip.user_ns["f"] != "before" and not hasattr(ip.user_ns["f"], "__wrapped__")
+    page = next(b["text/html"] for b in shown if "pcnb-check" in b.get("text/html", ""))
+    assert "global &#x27;W&#x27;" in page and "_print" in page and "2 error(s)" in page

@@ -14,7 +14,7 @@ from typing import Any
 from ._common import esc, graph_block, highlighted_source, make_uid, table, wrap
 from .graph import graph_view
 
-__all__ = ["render_violation_html", "PLAIN_WORDS", "offending_nodes"]
+__all__ = ["render_violation_html", "render_check_html", "PLAIN_WORDS", "offending_nodes"]
 
 # The seven invariants in a sentence a notebook user can act on.
 PLAIN_WORDS: dict[int, str] = {
@@ -174,3 +174,44 @@ def render_violation_html(err: dict[str, Any], graph_nodes: Sequence[dict[str, A
     """
     uid = make_uid(err, "pcnb-err")
     return wrap(violation_body(err, graph_nodes, source, uid, node_budget=node_budget), uid)
+
+
+_SEVERITY_CLASS = {"error": "pcnb-mismatch", "warning": "", "note": ""}
+
+
+def render_check_html(fn_name: str, findings: Sequence[dict[str, Any]]) -> str:
+    """The dry-run checker's report (`precompile_nb.check`, `%%precompile --check`): every
+    finding in one table, errors first and marked, each with its invariant in plain words,
+    where, expected vs actual, the user's source line and the fix.
+
+    >>> html = render_check_html("f", [{"severity": "error", "invariant": 1, "what": "reads W",
+    ...     "where": "global 'W'", "expected": None, "actual": None, "hint": "pass W",
+    ...     "source": None, "nodes": []}])
+    >>> "global &#x27;W&#x27;" in html and "1 error" in html
+    True
+    """
+    order = {"error": 0, "warning": 1, "note": 2}
+    items = sorted(findings, key=lambda f: order.get(f.get("severity", "note"), 3))
+    n_err = sum(1 for f in items if f.get("severity") == "error")
+    rows, classes = [], []
+    for f in items:
+        inv = f.get("invariant")
+        detail = esc(f.get("what"))
+        if f.get("expected") is not None or f.get("actual") is not None:
+            detail += (f"<br><small>expected: <code>{esc(f.get('expected'))}</code> · actual: "
+                       f"<code>{esc(f.get('actual'))}</code></small>")
+        if f.get("source"):
+            detail += f"<br><small>your code: <code>{esc(f.get('source'))}</code></small>"
+        rows.append([esc(f.get("severity")),
+                     (f'<span title="{esc(PLAIN_WORDS.get(inv, ""))}">{esc(inv)}</span>'
+                      if inv else "–"),
+                     f"<code>{esc(f.get('where'))}</code>" if f.get("where") else "–",
+                     detail, esc(f.get("hint")) if f.get("hint") else "–"])
+        classes.append(_SEVERITY_CLASS.get(f.get("severity", ""), ""))
+    verdict = ("ready to precompile" if n_err == 0
+               else "precompile would fail: fix the errors first")
+    head = (f"<h3>check <code>{esc(fn_name)}</code>: {n_err} error(s), "
+            f"{len(items) - n_err} warning(s)/note(s) · {verdict}</h3>")
+    body = head + (table(["severity", "invariant", "where", "what", "fix"], rows,
+                         row_classes=classes) if rows else "<p>nothing to report</p>")
+    return wrap(body, make_uid({"fn": fn_name, "findings": list(items)}, "pcnb-check"))
