@@ -73,6 +73,138 @@ def _pc_decode_const(v):
     return v
 
 
+# Note [module structure cache]
+#   Invariant 2 is checked on every call, but re-deriving the model's tensors through
+#   named_parameters()/named_buffers() (generators over named_modules, prefix strings, memo
+#   sets) is most of a small model's per-call cost. So the driver remembers the *structure*
+#   that walk saw last time -- per visited module its class and the key order of its
+#   _modules/_parameters/_buffers dicts, plus which entries were None and which were the
+#   same object as an earlier one (shared submodules, tied weights) -- and on each call
+#   re-reads those dicts directly and checks all of it again. The walk's result is a pure
+#   function of exactly that structure, so when it matches, the tensors read are the ones
+#   named_parameters() + named_buffers() would give, under the same (already validated)
+#   names; when anything differs (a new or removed parameter, a re-tied weight, a swapped
+#   submodule, another model class) the driver takes the original walk, which raises the
+#   precise error or, when the names still match, records the new structure. The plan holds
+#   no reference to any model or tensor (only classes, key tuples and index patterns), so
+#   it never keeps a model alive and serves every instance built the same way. A module
+#   class that customises the walk (named_modules, named_parameters, named_buffers,
+#   _named_members, __hash__/__eq__) or non-dict storage always takes the original walk.
+
+_PC_NONE_ID = id(None)
+
+
+def _pc_pattern(vals):
+    """Identity pattern of a sequence: -1 for None, else the index of the first entry that
+    is the same object (so tying and sharing are visible, but no object is retained)."""
+    first = {}
+    return tuple(-1 if v is None else first.setdefault(id(v), i) for i, v in enumerate(vals))
+
+
+def _pc_module_plan(root):
+    """The structure plan of `root` (see Note [module structure cache]), or None when it
+    cannot be used for this model. Only called after the original walk accepted `root`."""
+    Module = _pc_torch.nn.Module
+    stock = (Module.named_modules, Module.named_parameters, Module.named_buffers,
+             Module._named_members, Module.__hash__, Module.__eq__)
+    types, mkeys, pkeys, bkeys, src = [], [], [], [], []
+    cands, praw, braw = [root], [], []
+    seen = {id(root)}
+
+    def visit(mod, at):
+        cls = type(mod)
+        if (cls.named_modules, cls.named_parameters, cls.named_buffers, cls._named_members,
+                cls.__hash__, cls.__eq__) != stock:
+            return False
+        dicts = (mod._modules, mod._parameters, mod._buffers)
+        if any(type(d) is not dict for d in dicts):
+            return False
+        types.append(cls)
+        src.append(at)
+        mkeys.append(tuple(dicts[0]))
+        pkeys.append(tuple(dicts[1]))
+        bkeys.append(tuple(dicts[2]))
+        praw.extend(dicts[1].values())
+        braw.extend(dicts[2].values())
+        children = list(dicts[0].values())
+        base = len(cands)
+        cands.extend(children)
+        for j, child in enumerate(children):
+            if child is not None and id(child) not in seen:
+                seen.add(id(child))
+                if not visit(child, base + j):
+                    return False
+        return True
+
+    if not visit(root, 0):
+        return None
+    mpat, ppat, bpat = _pc_pattern(cands), _pc_pattern(praw), _pc_pattern(braw)
+    psel = tuple(i for i, k in enumerate(ppat) if k == i)
+    bsel = tuple(i for i, k in enumerate(bpat) if k == i)
+    # None for the all-distinct pattern: checked with one set instead of a full pattern
+    plain = lambda pat: None if pat == tuple(range(len(pat))) else pat  # noqa: E731
+    return (tuple(zip(types, src, mkeys, pkeys, bkeys)), plain(mpat), plain(ppat),
+            plain(bpat), psel, bsel, len(ppat) == len(psel) and len(bpat) == len(bsel))
+
+
+def _pc_plan_tensors(root, plan):
+    """The tensors named_parameters() + named_buffers() give for `root`, read through the
+    structure plan; None when `root`'s structure differs from the plan in any way."""
+    visits, mpat, ppat, bpat, psel, bsel, all_selected = plan
+    cands = [root]
+    praw = []
+    braw = []
+    for cls, at, mk, pk, bk in visits:
+        mod = cands[at]
+        if type(mod) is not cls:
+            return None
+        # an empty dict stays empty: truthiness is cheaper than building a key tuple
+        d = mod._modules
+        if mk:
+            if tuple(d) != mk:
+                return None
+            cands += d.values()
+        elif d:
+            return None
+        d = mod._parameters
+        if pk:
+            if tuple(d) != pk:
+                return None
+            praw += d.values()
+        elif d:
+            return None
+        d = mod._buffers
+        if bk:
+            if tuple(d) != bk:
+                return None
+            braw += d.values()
+        elif d:
+            return None
+    # With no shared or None submodule in the plan, a submodule that became shared is
+    # visited twice here, so its tensors would repeat and fail the tensor patterns below;
+    # one with no tensors in its subtree names nothing either way. So only a plan with
+    # sharing needs the module pattern itself.
+    if mpat is not None and _pc_pattern(cands) != mpat:
+        return None
+    if ppat is None:
+        ids = set(map(id, praw))
+        if len(ids) != len(praw) or _PC_NONE_ID in ids:
+            return None
+    elif _pc_pattern(praw) != ppat:
+        return None
+    if bpat is None:
+        if braw:
+            ids = set(map(id, braw))
+            if len(ids) != len(braw) or _PC_NONE_ID in ids:
+                return None
+    elif _pc_pattern(braw) != bpat:
+        return None
+    if all_selected:
+        praw += braw
+        return praw
+    return [praw[i] for i in psel] + [braw[i] for i in bsel]
+
+
 def _pc_make_forward(meta, graph_call, error_class=None):
     """Build the artifact's forward(*args) from its metadata and its compiled graph."""
     Err = error_class or PrecompileError
@@ -89,6 +221,15 @@ def _pc_make_forward(meta, graph_call, error_class=None):
         stride = tuple(spec["stride"]) if (check_strides and not dyn) else None
         checks.append((spec["where"], shape, getattr(_pc_torch, spec["dtype"]),
                        _pc_torch.device(spec["device"]), stride, spec, dyn))
+    # The hot-path form of the same checks: one tuple per input, compared in one go with
+    # (t.shape, t.dtype, device, stride) -- device is t.is_cpu when every input is on the
+    # CPU (exact there, and cheaper than building t.device), the stride None for the eager
+    # backend. Only used when no input has a dynamic dim; any mismatch re-runs the full
+    # checks, which raise the precise error.
+    has_dynamic = any(c[1] is None for c in checks)
+    all_cpu = all(c[3].type == "cpu" for c in checks)
+    fast_checks = [(tuple(shape), dtype, True if all_cpu else device, stride)
+                   for _, shape, dtype, device, stride, _, _ in checks] if not has_dynamic else []
 
     constants = [
         _pc_torch.tensor(c["data"], dtype=getattr(_pc_torch, c["dtype"]),
@@ -112,6 +253,8 @@ def _pc_make_forward(meta, graph_call, error_class=None):
         else:  # "tensor"
             arg_plan.append((kind, a["path"]))
     nargs = len(arg_plan)
+    plan_tensors = _pc_plan_tensors
+    module_plan = _pc_module_plan
 
     mutations = [tuple(m) for m in meta["mutations"]]
     grads = [tuple(g) for g in meta["grads"]]
@@ -131,10 +274,22 @@ def _pc_make_forward(meta, graph_call, error_class=None):
     single_graph_output = (out_spec.is_leaf() and len(out_leaves) == 1
                            and out_leaves[0][0] == 0)
     device_types = sorted({_pc_torch.device(s["device"]).type for s in inputs} or {"cpu"})
+    single_device_type = len(device_types) == 1
     is_autocast_enabled = _pc_torch.is_autocast_enabled
-    no_grad = _pc_torch.no_grad
+    # torch.no_grad() is exactly "remember is_grad_enabled(), set it False, restore it":
+    # done inline (try/finally) it costs a tenth of the context manager (grad_mode.py).
+    is_grad_enabled = _pc_torch.is_grad_enabled
+    set_grad_enabled = _pc_torch._C._set_grad_enabled
     Tensor = _pc_torch.Tensor
+    tensor_types = {Tensor, _pc_torch.nn.Parameter}  # exact types: skip isinstance
     Module = _pc_torch.nn.Module
+    # the graph's `call` empties the list it is given (Inductor frees inputs early): pass
+    # `flat` itself only when nothing reads it afterwards
+    reuse_flat = not (constants or mutations or grads
+                      or any(k in (1, 2) for k, _, _ in out_leaves))
+    # one structure plan per module argument (Note [module structure cache]); None until
+    # the first call, False where the model's classes customise the walk
+    plans = [None] * nargs
 
     def fail_tensor(i, t):
         where, shape, dtype, device, stride, spec, dyn = checks[i]
@@ -163,6 +318,15 @@ def _pc_make_forward(meta, graph_call, error_class=None):
                         + hint)
         raise Err(f"{fn_name}: {where}: {what}", invariant=inv, stage="call", where=where,
                   expected=exp, actual=_pc_describe(t), hint=hint)
+
+    def check_all(flat):
+        for i, t in enumerate(flat):
+            c = checks[i]
+            if c[1] is None:
+                check_dynamic(i, t)
+            elif (not isinstance(t, Tensor) or t.shape != c[1] or t.dtype != c[2]
+                  or t.device != c[3] or (c[4] is not None and t.stride() != c[4])):
+                fail_tensor(i, t)
 
     def check_dynamic(i, t):
         where, _, dtype, device, _, spec, dyn = checks[i]
@@ -216,12 +380,22 @@ def _pc_make_forward(meta, graph_call, error_class=None):
                       invariant=3, stage="call", where="arguments", expected=nargs,
                       actual=len(args), hint="call it as at capture, positionally")
         flat = []
-        for plan, a in zip(arg_plan, args):
+        for k in range(nargs):
+            plan = arg_plan[k]
+            a = args[k]
             kind = plan[0]
             if kind == "tensor":
                 flat.append(a)
             elif kind == "module":
-                flat.extend(flatten_module(plan[1], plan[2], plan[3], plan[4], a))
+                mplan = plans[k]
+                tensors = plan_tensors(a, mplan) if mplan else None
+                if tensors is None:  # first call, or the structure changed: the full walk
+                    tensors = flatten_module(plan[1], plan[2], plan[3], plan[4], a)
+                    if mplan is not False:  # False: this model class customises the walk
+                        plans[k] = module_plan(a) or False
+                elif plan[4] is not None and a.training != plan[4]:
+                    flatten_module(plan[1], plan[2], plan[3], plan[4], a)  # raises
+                flat += tensors
             elif kind == "pytree":
                 leaves, spec = _pc_pytree.tree_flatten(a)
                 if spec != plan[2]:
@@ -245,21 +419,26 @@ def _pc_make_forward(meta, graph_call, error_class=None):
                           expected=repr(plan[2]), actual=repr(a),
                           hint="non-tensor inputs are baked: pass the captured value, or "
                                "precompile again with the new one (or pass it as a tensor)")
-        for i, t in enumerate(flat):
-            c = checks[i]
-            if c[1] is None:
-                check_dynamic(i, t)
-            elif (not isinstance(t, Tensor) or t.shape != c[1] or t.dtype != c[2]
-                  or t.device != c[3] or (c[4] is not None and t.stride() != c[4])):
-                fail_tensor(i, t)
-        with no_grad():
+        if has_dynamic:
+            check_all(flat)
+        else:
+            for t, c in zip(flat, fast_checks):
+                if not ((type(t) in tensor_types or isinstance(t, Tensor))
+                        and (t.shape, t.dtype, t.is_cpu if all_cpu else t.device,
+                             t.stride() if check_strides else None) == c):
+                    check_all(flat)
+                    break
+        grad_was = is_grad_enabled()
+        set_grad_enabled(False)
+        try:
             # Ambient autocast would re-cast the graph's ops: the artifact is specialized, so
             # neutralise it (SPEC §4).
-            if any(is_autocast_enabled(d) for d in device_types):
+            if (is_autocast_enabled(device_types[0]) if single_device_type
+                    else any(is_autocast_enabled(d) for d in device_types)):
                 with _pc_torch.autocast(device_types[0], enabled=False):
-                    outs = graph_call(flat + constants)
+                    outs = graph_call(flat if reuse_flat else flat + constants)
             else:
-                outs = graph_call(flat + constants)
+                outs = graph_call(flat if reuse_flat else flat + constants)
             for i, o in mutations:
                 flat[i].copy_(outs[o])  # invariant 4: write mutations back
             for i, o in grads:  # invariant 5: accumulate like eager .backward()
@@ -268,6 +447,8 @@ def _pc_make_forward(meta, graph_call, error_class=None):
                     p.grad = outs[o]
                 else:
                     p.grad += outs[o]
+        finally:
+            set_grad_enabled(grad_was)
         if single_graph_output:
             return outs[out_leaves[0][1]]
         res = []
