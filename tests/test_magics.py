@@ -321,3 +321,13 @@ def test_check_mode_reports_every_problem_without_compiling_or_binding(ip, shown
     assert ip.user_ns["f"] != "before" and not hasattr(ip.user_ns["f"], "__wrapped__")
     page = next(b["text/html"] for b in shown if "pcnb-check" in b.get("text/html", ""))
     assert "global &#x27;W&#x27;" in page and "_print" in page and "2 error(s)" in page
+
+
+def test_call_time_explorer_shows_every_input_with_the_mismatch_marked(ip, shown):
+    ip.run_cell_magic("precompile", "--backend eager --quiet", FORWARD)
+    ip.run_cell("f(model, torch.randn(5, 4))")
+    page = explorers(shown)[-1]
+    assert "Every input of the call" in page
+    for where in ("model.weight", "model.bias", "x"):
+        assert f"<code>{where}</code>" in page
+    assert page.count('class="pcnb-mismatch"') >= 1 and "shape=[5, 4]" in page

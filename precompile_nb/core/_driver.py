@@ -291,7 +291,23 @@ def _pc_make_forward(meta, graph_call, error_class=None):
     # the first call, False where the model's classes customise the walk
     plans = [None] * nargs
 
-    def fail_tensor(i, t):
+    def input_table(flat):
+        # every graph input, expected vs actual: the explorer marks the rows that differ
+        rows = []
+        for j, x in enumerate(flat):
+            sj = checks[j][5]
+            exp = (f"shape={_pc_shape_str(sj)} dtype={sj['dtype']} device={sj['device']}"
+                   + (f" stride={sj['stride']}" if checks[j][4] is not None else ""))
+            act = _pc_describe(x) if isinstance(x, Tensor) else type(x).__name__
+            ok = (isinstance(x, Tensor) and x.dtype == checks[j][2]
+                  and x.device == checks[j][3]
+                  and (checks[j][1] is None or x.shape == checks[j][1])
+                  and (checks[j][4] is None or x.stride() == checks[j][4]))
+            rows.append({"where": checks[j][0], "expected": exp, "actual": act,
+                         "mismatch": not ok})
+        return rows
+
+    def fail_tensor(i, t, flat=None):
         where, shape, dtype, device, stride, spec, dyn = checks[i]
         if not isinstance(t, Tensor):
             raise Err(f"{fn_name}: {where} must be a tensor", invariant=6, stage="call",
@@ -308,6 +324,10 @@ def _pc_make_forward(meta, graph_call, error_class=None):
                 "the inductor artifact is specialized to the example's layout: pass "
                 f"{where}.contiguous() (or the example's memory format), or use "
                 "backend='eager' which accepts any layout")
+        elif spec.get("kind") in ("param", "buffer"):
+            inv, what = 2, "a model parameter/buffer has another shape than when traced"
+            hint = ("build the model with the same configuration as at capture and load "
+                    "your weights into it")
         else:
             inv, what = 3, "shape differs from the example"
             hint = ("shapes are specialized at capture: pass the example's shape, or mark the "
@@ -317,7 +337,8 @@ def _pc_make_forward(meta, graph_call, error_class=None):
                 hint = ("only the dims marked dynamic may vary, within their bounds; "
                         + hint)
         raise Err(f"{fn_name}: {where}: {what}", invariant=inv, stage="call", where=where,
-                  expected=exp, actual=_pc_describe(t), hint=hint)
+                  expected=exp, actual=_pc_describe(t), hint=hint,
+                  extra={"inputs": input_table(flat)} if flat is not None else None)
 
     def check_all(flat):
         for i, t in enumerate(flat):
@@ -326,7 +347,7 @@ def _pc_make_forward(meta, graph_call, error_class=None):
                 check_dynamic(i, t)
             elif (not isinstance(t, Tensor) or t.shape != c[1] or t.dtype != c[2]
                   or t.device != c[3] or (c[4] is not None and t.stride() != c[4])):
-                fail_tensor(i, t)
+                fail_tensor(i, t, flat)
 
     def check_dynamic(i, t):
         where, _, dtype, device, _, spec, dyn = checks[i]

@@ -143,7 +143,17 @@ def violation_body(err: dict[str, Any], graph_nodes: Sequence[dict[str, Any]] | 
     if err.get("hint"):
         parts.append(f'<p class="pcnb-fix"><b>Fix:</b> {esc(err["hint"])}</p>')
     parts.append(_source_block(err, source, uid))
-    extra = {k: v for k, v in (err.get("extra") or {}).items() if k not in ("source",)}
+    inputs = (err.get("extra") or {}).get("inputs")
+    if isinstance(inputs, list) and inputs:
+        rows = [[f"<code>{esc(r.get('where'))}</code>", f"<code>{esc(r.get('expected'))}</code>",
+                 f"<code>{esc(r.get('actual'))}</code>", "✗" if r.get("mismatch") else "✓"]
+                for r in inputs if isinstance(r, dict)]
+        classes = ["pcnb-mismatch" if isinstance(r, dict) and r.get("mismatch") else ""
+                   for r in inputs if isinstance(r, dict)]
+        parts.append("<h4>Every input of the call</h4>"
+                     + table(["input", "expected", "actual", ""], rows, row_classes=classes))
+    extra = {k: v for k, v in (err.get("extra") or {}).items()
+             if k not in ("source", "inputs")}
     if extra:
         rows = [(esc(k), f"<code>{esc(v)}</code>") for k, v in extra.items()]
         parts.append("<h4>Details</h4>" + table(None, rows))
