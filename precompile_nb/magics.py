@@ -16,7 +16,6 @@ from __future__ import annotations
 import ast
 import inspect
 import os
-import tempfile
 import time
 import traceback
 import warnings
@@ -32,7 +31,7 @@ from IPython.display import display
 
 from .core import BACKENDS, _compat, build
 from .core.errors import PrecompileError
-from .core.load import load
+from .core.load import _AST_LOCK, load
 from .core.report import error_data, report_data
 from .core.schemas import Artifact
 from .viewers.explorer import render_violation_html
@@ -68,16 +67,13 @@ class PrecompileResult:
         return self.artifact.cache
 
     def save(self, directory: str | os.PathLike[str]) -> tuple[str, str]:
-        """Write NAME.py and NAME.cache into `directory` (created if needed); returns their
-        paths. Each file is written to a temporary file in the same directory and renamed into
-        place, the cache first and python_code last, so a reader never sees a half-written file
-        and NAME.py appears only once its cache is there."""
-        os.makedirs(directory, exist_ok=True)
-        code_path = os.path.join(os.fspath(directory), f"{self.name}.py")
-        cache_path = os.path.join(os.fspath(directory), f"{self.name}.cache")
-        _atomic_write(cache_path, self.cache)
-        _atomic_write(code_path, self.python_code.encode("utf-8"))
-        return code_path, cache_path
+        """Write NAME.py and NAME.cache into `directory` (created if needed), crash-safe (see
+        precompile_nb.core.store: a killed save leaves the previous pair or the new one,
+        never a torn pair); returns their paths."""
+        from .core.store import save_pair
+
+        code_path, cache_path = save_pair(directory, self.name, self.python_code, self.cache)
+        return os.fspath(code_path), os.fspath(cache_path)
 
     def to_html(self) -> str:
         """The report as a full offline HTML page (save it, attach it to an email)."""
@@ -91,21 +87,6 @@ class PrecompileResult:
 
     def __repr__(self) -> str:
         return f"<PrecompileResult {self.name}: {summary_text(self.report)}>"
-
-
-def _atomic_write(path: str, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".",
-                               prefix=f".{os.path.basename(path)}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def show_report(report: dict[str, Any]) -> None:
@@ -132,7 +113,8 @@ def _show_violation(err: PrecompileError, graph_nodes: Sequence[dict[str, Any]] 
 
 def _last_def(code: str, filename: str) -> str:
     """The name of the last top-level `def` of the cell: the computation."""
-    tree = ast.parse(code, filename)
+    with _AST_LOCK:  # ast.parse is not thread-safe on Python 3.11 (cpython#106905)
+        tree = ast.parse(code, filename)
     defs = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
     if not defs:
         raise UsageError("%%precompile: the cell defines no function; write the computation as "

@@ -1,16 +1,24 @@
 """Stage 4: pack / unpack the cache envelope (invariant 7).
 
-    MAGIC | 8-byte header length | header (JSON, the integrity tag + file table) | payload
+    MAGIC | 8-byte header length | sha256 of the header (32 bytes) | header | payload
 
-The payload is the zlib-compressed concatenation of the compiled binaries of one artifact.
-Nothing is ever unpickled: the header is JSON, the payload is bytes at known offsets, and every
-file is checked against its sha256 before it is written anywhere.
+The header is JSON: the integrity tag (format, version, backend, torch build, code_hash) and
+the file table [root, relative path, size, sha256]. The payload is the zlib-compressed
+concatenation of the compiled binaries of one artifact.
+
+Nothing is ever unpickled. See Note [reading an envelope] for the order of the checks: every
+byte of the envelope is covered by a checksum that is verified before the bytes are used
+(the header's before it is parsed, the payload's before it is decompressed, each file's
+before it is written anywhere), so a corrupted cache is always a PrecompileError, never a
+silently misplaced or misread file. A hand-made envelope with valid checksums (hostile, or a
+bug) is held to the same bounds: the file table is validated field by field.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import re
 import struct
 import tempfile
 import zlib
@@ -21,14 +29,30 @@ from .schemas import CacheTag
 
 MAGIC = b"PRECOMPILE_NB-CACHE\n"
 FORMAT = "precompile_nb.cache"
-VERSION = 1
+# v2: the header is covered by its own sha256 (v1 had none: a flipped byte in a file path
+# installed a verified binary under the wrong name, silently).
+VERSION = 2
+_HASH_LEN = 32
 # Bounds a hostile or corrupt envelope cannot make us exceed.
 MAX_HEADER = 16 << 20
 MAX_FILES = 100_000
 MAX_PAYLOAD = 4 << 30
+MAX_REL = 1024
+_HEX64 = re.compile(r"[0-9a-f]{64}\Z")
+# relative paths as inductor / triton name their cache files: no control characters, no
+# backslashes, no empty / '.' / '..' parts, not absolute (checked in _safe_rel)
+_REL_CHARS = re.compile(r"[A-Za-z0-9._+=@,~/-]+\Z")
 
 _FIX = ("use the cache file saved together with this python_code, or load without it: "
         "precompile.load(python_code, cache=None) compiles the kernels instead")
+
+# Note [reading an envelope]
+# read_tag: type, MAGIC, header length in bounds, header sha256, then JSON (any decode error,
+# including too-deep nesting and too-long integers, is "unreadable"), then every tag field
+# with its exact type. read_files (only once load accepted the tag): payload sha256, the file
+# table field by field (root, safe relative path, no path listed twice or both as a file and
+# a directory, size, digest), the declared total in bounds, decompress at most that much,
+# then each file's sha256. install writes only what passed all of it.
 
 
 def code_hash(python_code: str) -> str:
@@ -48,7 +72,7 @@ def pack(python_code: str, backend: str, files: tuple[tuple[str, str, bytes], ..
         "files": table, "payload_sha256": hashlib.sha256(payload).hexdigest(),
     }
     hb = json.dumps(header, sort_keys=True).encode("utf-8")
-    return MAGIC + struct.pack(">Q", len(hb)) + hb + payload
+    return MAGIC + struct.pack(">Q", len(hb)) + hashlib.sha256(hb).digest() + hb + payload
 
 
 def _bad(what: str, actual: str) -> PrecompileError:
@@ -57,8 +81,18 @@ def _bad(what: str, actual: str) -> PrecompileError:
                            "python_code", actual=actual, hint=_FIX)
 
 
+def _field(header: dict, key: str, kind: type) -> object:
+    value = header.get(key)
+    # bool is an int subclass: a version of `true` is as wrong as a missing one
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise _bad(f"header field {key!r} is missing or of the wrong type",
+                   f"{type(value).__name__}: {repr(value)[:80]}")
+    return value
+
+
 def read_tag(cache: bytes) -> tuple[CacheTag, dict]:
-    """Parse and validate the envelope's header. Raises PrecompileError (invariant 7)."""
+    """Parse and validate the envelope's header. Raises PrecompileError (invariant 7).
+    See Note [reading an envelope]."""
     if not isinstance(cache, (bytes, bytearray, memoryview)):
         raise PrecompileError("cache must be bytes", invariant=7, stage="load", where="cache",
                               expected="bytes (or None)", actual=type(cache).__name__,
@@ -68,27 +102,35 @@ def read_tag(cache: bytes) -> tuple[CacheTag, dict]:
         raise _bad("it does not start with the precompile_nb cache marker",
                    repr(cache[:24]))
     off = len(MAGIC)
-    if len(cache) < off + 8:
+    if len(cache) < off + 8 + _HASH_LEN:
         raise _bad("truncated header", f"{len(cache)} bytes")
     (hlen,) = struct.unpack(">Q", cache[off:off + 8])
-    if hlen > MAX_HEADER or off + 8 + hlen > len(cache):
-        raise _bad("header length out of range", str(hlen))
+    start = off + 8 + _HASH_LEN
+    in_range = hlen <= MAX_HEADER and start + hlen <= len(cache)
+    hb = cache[start:start + hlen] if in_range else b""
+    if not in_range or hashlib.sha256(hb).digest() != cache[off + 8:start]:
+        if cache[off + 8:off + 10] == b'{"':  # v1 had the JSON header right here
+            raise _bad("unknown format/version (made by an older precompile_nb, cache "
+                       "format v1)", repr(cache[off + 8:off + 40]))
+        if not in_range:
+            raise _bad("header length out of range", str(hlen))
+        raise _bad("header checksum mismatch (corrupted or tampered)", f"{hlen} bytes")
     try:
-        header = json.loads(cache[off + 8:off + 8 + hlen].decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise _bad("header is not valid JSON", str(e)) from None
+        header = json.loads(hb.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:  # JSONDecodeError is one
+        raise _bad("header is not valid JSON", str(e)[:200]) from None
     if not isinstance(header, dict):
         raise _bad("header is not an object", type(header).__name__)
-    try:
-        tag = CacheTag(format=str(header["format"]), version=int(header["version"]),
-                       backend=str(header["backend"]), torch=str(header["torch"]),
-                       code_hash=str(header["code_hash"]), n_files=len(header["files"]),
-                       payload_bytes=len(cache) - off - 8 - hlen)
-    except (KeyError, TypeError, ValueError) as e:
-        raise _bad("header misses tag fields", repr(e)) from None
-    if tag.format != FORMAT or tag.version != VERSION:
-        raise _bad("unknown format/version", f"{tag.format} v{tag.version}")
-    header["_payload_offset"] = off + 8 + hlen
+    fmt, version = _field(header, "format", str), _field(header, "version", int)
+    if fmt != FORMAT or version != VERSION:
+        raise _bad("unknown format/version", f"{fmt} v{version}")
+    files = _field(header, "files", list)
+    tag = CacheTag(format=fmt, version=version, backend=_field(header, "backend", str),
+                   torch=_field(header, "torch", str),
+                   code_hash=_field(header, "code_hash", str), n_files=len(files),
+                   payload_bytes=len(cache) - start - hlen)
+    _field(header, "payload_sha256", str)
+    header["_payload_offset"] = start + hlen
     return tag, header
 
 
@@ -97,14 +139,9 @@ def read_files(cache: bytes, header: dict) -> list[tuple[str, str, bytes]]:
     payload = bytes(cache)[header["_payload_offset"]:]
     if hashlib.sha256(payload).hexdigest() != header.get("payload_sha256"):
         raise _bad("payload checksum mismatch (corrupted or tampered)", f"{len(payload)} bytes")
-    table = header["files"]
-    if not isinstance(table, list) or len(table) > MAX_FILES:
-        raise _bad("file table malformed", type(table).__name__)
-    try:
-        total = sum(int(e[2]) for e in table)
-    except (TypeError, ValueError, IndexError):
-        raise _bad("file table malformed", repr(table[:2])) from None
-    if total < 0 or total > MAX_PAYLOAD:
+    table = _check_table(header["files"])
+    total = sum(size for _, _, size, _ in table)
+    if total > MAX_PAYLOAD:
         raise _bad("file sizes out of range", str(total))
     d = zlib.decompressobj()
     try:
@@ -114,46 +151,92 @@ def read_files(cache: bytes, header: dict) -> list[tuple[str, str, bytes]]:
     if len(raw) != total:
         raise _bad("payload size differs from the file table", f"{len(raw)} != {total}")
     out, pos = [], 0
-    for entry in table:
-        root, rel, size, digest = entry
-        if root not in ("inductor", "triton") or not _safe_rel(rel):
-            raise _bad("file entry escapes the cache dirs", f"{root}:{rel}")
-        data = raw[pos:pos + int(size)]
-        pos += int(size)
+    for root, rel, size, digest in table:
+        data = raw[pos:pos + size]
+        pos += size
         if hashlib.sha256(data).hexdigest() != digest:
             raise _bad("file checksum mismatch", rel)
         out.append((root, rel, data))
     return out
 
 
+def _check_table(table: object) -> list[tuple[str, str, int, str]]:
+    """The file table, each entry validated: [root, rel, size, sha256 hex]."""
+    if not isinstance(table, list) or len(table) > MAX_FILES:
+        raise _bad("file table malformed", type(table).__name__)
+    out: list[tuple[str, str, int, str]] = []
+    files: set[tuple[str, str]] = set()
+    dirs: set[tuple[str, str]] = set()
+    for entry in table:
+        if not isinstance(entry, list) or len(entry) != 4:
+            raise _bad("file table entry malformed", repr(entry)[:120])
+        root, rel, size, digest = entry
+        if root not in ("inductor", "triton") or not _safe_rel(rel):
+            raise _bad("file entry escapes the cache dirs", f"{root}:{rel!r}"[:200])
+        if (not isinstance(size, int) or isinstance(size, bool) or not 0 <= size <= MAX_PAYLOAD
+                or not isinstance(digest, str) or not _HEX64.match(digest)):
+            raise _bad("file table entry malformed", repr(entry)[:120])
+        parts = rel.split("/")
+        parents = {(root, "/".join(parts[:i])) for i in range(1, len(parts))}
+        # one path twice, or a path that is both a file and a directory, cannot be written
+        if (root, rel) in files or (root, rel) in dirs or parents & files:
+            raise _bad("file table lists a path twice", f"{root}:{rel}")
+        files.add((root, rel))
+        dirs |= parents
+        out.append((root, rel, size, digest))
+    return out
+
+
 def _safe_rel(rel: object) -> bool:
-    if not isinstance(rel, str) or not rel or rel.startswith("/") or "\\" in rel:
+    if not isinstance(rel, str) or not rel or len(rel) > MAX_REL or not _REL_CHARS.match(rel):
         return False
     return all(part not in ("", ".", "..") for part in rel.split("/"))
 
 
 def install(files: list[tuple[str, str, bytes]], device_index: int) -> tuple[int, int]:
     """Write the binaries where this process's compiler caches look for them (atomic
-    rename; files already present are left alone). Returns (written, already present)."""
+    rename, so a concurrent reader sees the whole file or none; a file already there with
+    the same bytes is left alone, one with other bytes is replaced). Returns (written,
+    already present)."""
     roots = {"inductor": _compat.inductor_cache_dir()}
     if any(r == "triton" for r, _, _ in files):
         roots["triton"] = _compat.triton_cache_dir(device_index)
     written = present = 0
     for root, rel, data in files:
         dest = os.path.join(roots[root], *rel.split("/"))
-        if os.path.exists(dest) and os.path.getsize(dest) == len(data):
-            present += 1
-            continue
-        os.makedirs(os.path.dirname(dest), exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(dest), prefix=".pcnb-", suffix=".tmp")
         try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.chmod(tmp, 0o755 if dest.endswith(".so") else 0o644)
-            os.replace(tmp, dest)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+            if _same_bytes(dest, data):
+                present += 1
+                continue
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            _write_atomic(dest, data)
+        except OSError as e:
+            raise PrecompileError("could not install the cache's compiled binaries",
+                                  invariant=7, stage="load", where=dest,
+                                  expected="a writable compiler cache directory",
+                                  actual=f"{type(e).__name__}: {e}",
+                                  hint="check TORCHINDUCTOR_CACHE_DIR (permissions, free "
+                                       "space), or load with cache=None") from e
         written += 1
     return written, present
+
+
+def _same_bytes(path: str, data: bytes) -> bool:
+    # size first (cheap); then the bytes, so a same-size damaged file is repaired, not trusted
+    if not os.path.isfile(path) or os.path.getsize(path) != len(data):
+        return False
+    with open(path, "rb") as f:
+        return f.read() == data
+
+
+def _write_atomic(dest: str, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(dest), prefix=".pcnb-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, 0o755 if dest.endswith(".so") else 0o644)
+        os.replace(tmp, dest)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

@@ -11,13 +11,22 @@ What a cache does on load (documented policy):
   unreadable / corrupted / tampered PrecompileError (invariant 7) naming the fix: load with
                                     cache=None to compile instead
   made by another torch build       a loud RuntimeWarning, the cache is ignored, kernels compile
+  not bytes (a str, a number, ...)  PrecompileError (invariant 7)
+
+What python_code does on load: it must parse and hold the _PC_META literal (checked by AST,
+before anything runs); then it is executed. Any exception while compiling or executing it
+(an edited or damaged artifact) is a PrecompileError (invariant 7) chained to the original.
+The source is registered in linecache for tracebacks while the returned callable lives.
 """
 from __future__ import annotations
 
 import ast
 import itertools
 import linecache
+import threading
+import traceback
 import warnings
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -26,6 +35,10 @@ from .emit import ARTIFACT_FORMAT, ARTIFACT_VERSION, META_NAME
 from .errors import PrecompileError
 
 _counter = itertools.count()
+# CPython 3.11's ast.parse is not thread-safe: a thread switch inside AST construction (a gc
+# callback or finalizer running Python code) raises "SystemError: AST constructor recursion
+# depth mismatch" (python/cpython#106905). Concurrent loads parse one at a time.
+_AST_LOCK = threading.Lock()
 
 _NOT_ARTIFACT = ("pass the python_code string that precompile returned (or the NAME.py file "
                  "saved next to NAME.cache)")
@@ -42,8 +55,10 @@ def read_meta(python_code: str) -> dict[str, Any]:
                               where="python_code", expected="str",
                               actual=type(python_code).__name__, hint=_NOT_ARTIFACT)
     try:
-        tree = ast.parse(python_code)
-    except (SyntaxError, ValueError) as e:
+        with _AST_LOCK:
+            tree = ast.parse(python_code)
+    except (SyntaxError, ValueError, MemoryError, RecursionError) as e:
+        # MemoryError / RecursionError: the parser's "too complex" (deeply nested code)
         raise PrecompileError("python_code does not parse", invariant=7, stage="load",
                               where=f"python_code line {getattr(e, 'lineno', '?')}",
                               expected="a precompile_nb artifact", actual=str(e),
@@ -68,7 +83,9 @@ def read_meta(python_code: str) -> dict[str, Any]:
     if not isinstance(meta, dict) or not required <= set(meta):
         raise PrecompileError("the artifact's metadata is incomplete", invariant=7,
                               stage="load", where=META_NAME, expected=sorted(required),
-                              actual=sorted(meta) if isinstance(meta, dict) else type(meta),
+                              # keys of an edited literal can be of any (mixed) type
+                              actual=(sorted(map(repr, meta)) if isinstance(meta, dict)
+                                      else type(meta).__name__),
                               hint=_NOT_ARTIFACT)
     if meta["format"] != ARTIFACT_FORMAT or meta["version"] != ARTIFACT_VERSION:
         raise PrecompileError("unknown artifact format", invariant=7, stage="load",
@@ -76,6 +93,11 @@ def read_meta(python_code: str) -> dict[str, Any]:
                               expected=f"{ARTIFACT_FORMAT} v{ARTIFACT_VERSION}",
                               actual=f"{meta['format']} v{meta['version']}",
                               hint="re-create the artifact with this precompile_nb version")
+    if not isinstance(meta.get("device_index", 0), int):
+        raise PrecompileError("the artifact's metadata is malformed", invariant=7,
+                              stage="load", where=f"{META_NAME}['device_index']",
+                              expected="int", actual=repr(meta["device_index"])[:80],
+                              hint=_NOT_ARTIFACT)
     return meta
 
 
@@ -93,7 +115,11 @@ def load(python_code: str, cache: bytes | None = None) -> Callable[..., Any]:
     warnings.warn(f"precompile.load executes python_code of `{fn_name}` as code: only load "
                   "artifacts you trust (invariant 7)", UserWarning, stacklevel=2)
     stats = {"cache_files": 0, "written": 0, "present": 0, "used": False}
-    if cache:
+    # None or empty bytes: no cache. Anything else must be an envelope (read_tag says so
+    # when it is not even bytes: a falsy 0 or "" is not silently "no cache").
+    no_cache = cache is None or (isinstance(cache, (bytes, bytearray, memoryview))
+                                 and len(cache) == 0)
+    if not no_cache:
         tag, header = _cache.read_tag(cache)
         if tag.code_hash != _cache.code_hash(python_code):
             raise PrecompileError("the cache belongs to another python_code", invariant=7,
@@ -124,13 +150,41 @@ def load(python_code: str, cache: bytes | None = None) -> Callable[..., Any]:
     linecache.cache[filename] = (len(python_code), None, python_code.splitlines(True), filename)
     ns: dict[str, Any] = {"__name__": f"precompile_nb_artifact_{fn_name}",
                           "__precompile_error__": PrecompileError}
-    with _compat.GLOBAL_LOCK, _compat.no_precompiled_headers():
-        exec(compile(python_code, filename, "exec"), ns)  # noqa: S102 - documented: it is code
+    try:
+        with _compat.GLOBAL_LOCK, _compat.no_precompiled_headers():
+            exec(compile(python_code, filename, "exec"), ns)  # noqa: S102 - it is code
+    except Exception as e:
+        err = _exec_failed(e, filename)  # reads the failing line from linecache
+        linecache.cache.pop(filename, None)
+        raise err from e
     forward = ns.get("forward")
     if not callable(forward):
+        linecache.cache.pop(filename, None)
         raise PrecompileError("python_code defines no forward(*args)", invariant=7,
                               stage="load", where="python_code", expected="forward",
                               actual="missing", hint=_NOT_ARTIFACT)
     forward.__precompile_meta__ = meta
     forward.__precompile_load__ = stats
+    # each load registers its source for tracebacks: drop it with the callable, or a process
+    # that loads many artifacts keeps every source it ever loaded
+    weakref.finalize(forward, linecache.cache.pop, filename, None)
     return forward
+
+
+def _exec_failed(e: Exception, filename: str) -> PrecompileError:
+    """python_code raised while it was compiled or executed: an edited or damaged artifact
+    (or one that needs what this process lacks, e.g. triton for a CUDA artifact)."""
+    where = "python_code"
+    if isinstance(e, SyntaxError) and e.lineno:
+        text = e.text or linecache.getline(filename, e.lineno)
+        where = f"python_code line {e.lineno}: {text.strip()[:120]}"
+    for fs in traceback.extract_tb(e.__traceback__):
+        if fs.filename == filename:  # the innermost frame in python_code
+            where = f"python_code line {fs.lineno}: {(fs.line or '').strip()[:120]}"
+    return PrecompileError("python_code failed while it was executed", invariant=7,
+                           stage="load", where=where,
+                           expected="the unmodified python_code precompile returned",
+                           actual=f"{type(e).__name__}: {str(e)[:300]}",
+                           hint="load the NAME.py file exactly as it was saved (precompile "
+                                "again if it was edited); the chained exception shows the "
+                                "original error")
