@@ -34,3 +34,26 @@ def train_step(m, x):
 
 def bare_step(m, x):
     m(x).sum().backward()
+
+
+def assert_sgd_matches_eager(f, m_ref, x, *, steps: int, tol: float, grad_mode: bool = True):
+    """Run `steps` SGD steps through the artifact `f` and through eager `train_step` on two
+    copies of `m_ref`; losses and final state (params and buffers) must agree to `tol`.
+    With grad_mode=False the artifact is called under no_grad: backward is inside it."""
+    import copy
+
+    m_art = copy.deepcopy(m_ref)
+    opt_ref = torch.optim.SGD(m_ref.parameters(), lr=0.1)
+    opt_art = torch.optim.SGD(m_art.parameters(), lr=0.1)
+    for _ in range(steps):
+        opt_ref.zero_grad()
+        opt_art.zero_grad()
+        l_ref = train_step(m_ref, x)
+        with torch.set_grad_enabled(grad_mode):
+            l_art = f(m_art, x)
+        torch.testing.assert_close(l_art, l_ref.detach(), atol=tol, rtol=tol)
+        opt_ref.step()
+        opt_art.step()
+    for (k, a), b in zip(m_art.state_dict().items(), m_ref.state_dict().values()):
+        torch.testing.assert_close(a, b, atol=tol, rtol=tol, msg=k)
+    return m_art

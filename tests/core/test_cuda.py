@@ -10,7 +10,7 @@ import torch
 from precompile_nb import PrecompileError, precompile
 from precompile_nb.core import build
 from precompile_nb.core.report import report_data
-from tests.core.models import bn_mlp, mlp, train_step
+from tests.core.models import assert_sgd_matches_eager, bn_mlp, mlp, train_step
 from tests.core.test_inductor import fresh_load
 
 pytestmark = pytest.mark.cuda
@@ -60,20 +60,8 @@ def test_cuda_layout_mismatch_is_a_precompile_error(cuda_art):
 
 def test_cuda_training_step_matches_eager():
     m_ref, x = bn_mlp().cuda(), torch.randn(32, 8, device="cuda")
-    m_art = copy.deepcopy(m_ref)
     f = precompile.load(*precompile(train_step, copy.deepcopy(m_ref), x))
-    opt_ref = torch.optim.SGD(m_ref.parameters(), lr=0.1)
-    opt_art = torch.optim.SGD(m_art.parameters(), lr=0.1)
-    for _ in range(3):
-        opt_ref.zero_grad()
-        opt_art.zero_grad()
-        l_ref = train_step(m_ref, x)
-        l_art = f(m_art, x)
-        torch.testing.assert_close(l_art, l_ref.detach(), atol=1e-4, rtol=1e-4)
-        opt_ref.step()
-        opt_art.step()
-    for a, b in zip(m_art.state_dict().values(), m_ref.state_dict().values()):
-        torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
+    assert_sgd_matches_eager(f, m_ref, x, steps=3, tol=1e-4)
 
 
 def test_cuda_unbacked_batch_dim_serves_every_size():

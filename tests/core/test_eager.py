@@ -10,7 +10,7 @@ from torch import nn
 
 from precompile_nb import PrecompileError, precompile
 from tests.conftest import run_fresh
-from tests.core.models import Tied, bare_step, bn_mlp, mlp, train_step
+from tests.core.models import assert_sgd_matches_eager, Tied, bare_step, bn_mlp, mlp, train_step
 
 
 def pc(fn, *args, **kw):
@@ -171,20 +171,8 @@ def test_item_is_a_precompile_error_naming_invariant_3():
 
 def test_sgd_loop_through_the_artifact_matches_eager():
     m_ref, x = bn_mlp(), torch.randn(6, 8)
-    m_art = copy.deepcopy(m_ref)
     f = pc(train_step, copy.deepcopy(m_ref), x)
-    opt_ref = torch.optim.SGD(m_ref.parameters(), lr=0.1)
-    opt_art = torch.optim.SGD(m_art.parameters(), lr=0.1)
-    for _ in range(5):
-        opt_ref.zero_grad()
-        opt_art.zero_grad()
-        l_ref = train_step(m_ref, x)
-        l_art = f(m_art, x)
-        torch.testing.assert_close(l_art, l_ref.detach(), atol=1e-5, rtol=1e-5)
-        opt_ref.step()
-        opt_art.step()
-    for a, b in zip(m_art.state_dict().values(), m_ref.state_dict().values()):
-        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+    assert_sgd_matches_eager(f, m_ref, x, steps=5, tol=1e-5)
 
 
 def test_gradients_accumulate_and_frozen_params_keep_none():

@@ -6,18 +6,16 @@ import copy
 import inspect
 import json
 import os
-import sys
 import tempfile
 import threading
 from pathlib import Path
 
 import pytest
 import torch
-from torch import nn
 
 from precompile_nb import PrecompileError, precompile
 from tests.conftest import run_fresh
-from tests.core.models import bn_mlp, mlp, train_step
+from tests.core.models import assert_sgd_matches_eager, bn_mlp, mlp, train_step
 
 CHILD = Path(__file__).with_name("fresh_load_child.py")
 
@@ -119,22 +117,9 @@ def test_ambient_state_does_not_change_the_result(mlp_pair):
 
 def test_training_step_with_batchnorm_matches_eager_over_sgd_steps():
     m_ref, x = bn_mlp(), torch.randn(6, 8)
-    m_art = copy.deepcopy(m_ref)
-    code, cache = precompile(train_step, copy.deepcopy(m_ref), x)
-    f = precompile.load(code, cache)
-    opt_ref = torch.optim.SGD(m_ref.parameters(), lr=0.1)
-    opt_art = torch.optim.SGD(m_art.parameters(), lr=0.1)
-    for _ in range(3):
-        opt_ref.zero_grad()
-        opt_art.zero_grad()
-        l_ref = train_step(m_ref, x)
-        with torch.no_grad():  # grad mode does not matter: backward is in the artifact
-            l_art = f(m_art, x)
-        torch.testing.assert_close(l_art, l_ref.detach(), atol=1e-5, rtol=1e-5)
-        opt_ref.step()
-        opt_art.step()
-    for (k, a), b in zip(m_art.state_dict().items(), m_ref.state_dict().values()):
-        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5, msg=k)
+    f = precompile.load(*precompile(train_step, copy.deepcopy(m_ref), x))
+    # grad mode does not matter: backward is in the artifact
+    m_art = assert_sgd_matches_eager(f, m_ref, x, steps=3, tol=1e-5, grad_mode=False)
     assert int(m_art[1].num_batches_tracked) == 3
 
 

@@ -1,7 +1,6 @@
 """precompile.load: the artifact format, the cache envelope and its integrity tag."""
 from __future__ import annotations
 
-import warnings
 
 import pytest
 import torch
