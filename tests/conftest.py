@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import textwrap
 import warnings
 
@@ -43,3 +44,24 @@ def run_fresh(code: str, *, env: dict | None = None, timeout: int = 600,
     full_env.update(env or {})
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=full_env,
                           capture_output=True, text=True, timeout=timeout, cwd=cwd)
+
+
+def run_threads(n: int, target) -> list[BaseException]:
+    """Run target(i) in n threads released together; the exceptions they raised."""
+    barrier = threading.Barrier(n)
+    errors: list[BaseException] = []
+
+    def body(i: int) -> None:
+        try:
+            barrier.wait(timeout=60)
+            target(i)
+        except BaseException as e:  # collected and re-raised by the test
+            errors.append(e)
+
+    threads = [threading.Thread(target=body, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    assert not any(t.is_alive() for t in threads), "a thread hung"
+    return errors

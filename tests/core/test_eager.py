@@ -2,14 +2,13 @@
 from __future__ import annotations
 
 import copy
-import threading
 
 import pytest
 import torch
 from torch import nn
 
 from precompile_nb import PrecompileError, precompile
-from tests.conftest import run_fresh
+from tests.conftest import run_fresh, run_threads
 from tests.core.models import assert_sgd_matches_eager, Tied, bare_step, bn_mlp, mlp, train_step
 
 
@@ -313,19 +312,12 @@ def test_ambient_autocast_is_neutralised_at_call_and_rejected_at_capture():
 def test_precompile_is_safe_from_several_threads():
     models = [mlp(i) for i in range(4)]
     xs = [torch.randn(3, 8) for _ in range(4)]
-    results, errors = [None] * 4, []
+    results = [None] * 4
 
     def work(i):
-        try:
-            results[i] = pc(lambda m, x: m(x).relu(), models[i], xs[i])
-        except Exception as e:  # noqa: BLE001 - collected and asserted below
-            errors.append(e)
+        results[i] = pc(lambda m, x: m(x).relu(), models[i], xs[i])
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    errors = run_threads(4, work)
     assert not errors
     for f, m, x in zip(results, models, xs):
         torch.testing.assert_close(f(m, x), m(x).relu())

@@ -7,14 +7,13 @@ import inspect
 import json
 import os
 import tempfile
-import threading
 from pathlib import Path
 
 import pytest
 import torch
 
 from precompile_nb import PrecompileError, precompile
-from tests.conftest import run_fresh
+from tests.conftest import run_fresh, run_threads
 from tests.core.models import assert_sgd_matches_eager, bn_mlp, mlp, train_step
 
 CHILD = Path(__file__).with_name("fresh_load_child.py")
@@ -179,19 +178,12 @@ def test_branching_on_an_unbacked_dim_fails_at_capture_naming_it():
 
 def test_precompile_from_two_threads_with_inductor():
     xs = [torch.randn(4, 4), torch.randn(4, 4)]
-    out, errors = [None, None], []
+    out = [None, None]
 
     def work(i):
-        try:
-            out[i] = precompile.load(*precompile(lambda x: (x + i).relu(), xs[i]))
-        except Exception as e:  # noqa: BLE001 - asserted below
-            errors.append(e)
+        out[i] = precompile.load(*precompile(lambda x: (x + i).relu(), xs[i]))
 
-    ts = [threading.Thread(target=work, args=(i,)) for i in range(2)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
+    errors = run_threads(2, work)
     assert not errors
     for i in range(2):
         torch.testing.assert_close(out[i](xs[i]), (xs[i] + i).relu())

@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 
 import pytest
@@ -16,31 +15,12 @@ from torch import nn
 
 from precompile_nb import precompile
 
+from tests.conftest import run_threads
+
 from .conftest import ROOT, example_inputs, gather_double_relu, load_quietly, shipped_files
 
 N_THREADS = 8
 N_PROCESSES = 3  # each fresh process spends ~9 s importing inductor (2 cores)
-
-
-def run_threads(n: int, target) -> list[BaseException]:
-    """Run target(i) in n threads released together; the exceptions they raised."""
-    barrier = threading.Barrier(n)
-    errors: list[BaseException] = []
-
-    def body(i: int) -> None:
-        try:
-            barrier.wait(timeout=60)
-            target(i)
-        except BaseException as e:  # collected and re-raised by the test
-            errors.append(e)
-
-    threads = [threading.Thread(target=body, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=300)
-    assert not any(t.is_alive() for t in threads), "a thread hung"
-    return errors
 
 
 def test_eight_threads_capturing_at_once_each_get_a_correct_artifact():
