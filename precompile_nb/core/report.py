@@ -40,6 +40,7 @@ def report_data(art: Artifact, *, load_stats: dict | None = None) -> dict[str, A
             "gets_grad": i in grads_in, "mutated": i in mutated,
         })
     devices = sorted({s.device for s in c.inputs}) or ["cpu"]
+    sections = section_lines(art.python_code)
     tag = None
     if art.cache:
         t, _ = read_tag(art.cache)
@@ -64,7 +65,7 @@ def report_data(art: Artifact, *, load_stats: dict | None = None) -> dict[str, A
         "stages": [[n, round(s, 4)] for n, s in art.stage_seconds],
         "python_code": art.python_code,
         "python_code_bytes": len(art.python_code.encode("utf-8")),
-        "sections": section_lines(art.python_code),
+        "sections": sections,
         "cache": {"bytes": len(art.cache), "tag": tag, "load": load_stats},
         "graph": {"nodes": [{"name": n.name, "op": n.op, "target": n.target,
                              "args": list(n.args), "shape": list(n.shape) if n.shape is not None
@@ -72,8 +73,8 @@ def report_data(art: Artifact, *, load_stats: dict | None = None) -> dict[str, A
                              "stack": n.stack} for n in c.nodes]},
         "kernels": [{"name": k.name, "kind": k.kind, "fused_ops": list(k.fused_ops),
                      "source_nodes": list(k.source_nodes),
-                     "line": (k.line + section_lines(art.python_code).get("graph", 0))
-                     if k.line else 0} for k in lw.kernels],
+                     "line": (k.line + sections.get("graph", 0)) if k.line else 0}
+                    for k in lw.kernels],
         "invariants": invariant_checklist(art),
         "violation": None,
     }
