@@ -199,7 +199,7 @@ def inductor_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
         seen["source"] = compiled.source_code  # 2.11-2.14: CompiledFxGraph.source_code
         return compiled
 
-    with no_precompiled_headers():
+    with same_kernel_keys():
         compiled = compile_fx(gm, list(example_inputs), inner_compile=inner)
     if "source" not in seen:
         raise RuntimeError("precompile_nb internal error: Inductor produced no module source")
@@ -216,6 +216,42 @@ def strip_inductor_main(source: str) -> str:
     return source
 
 
+# Inductor's CPU ISA probes (2.11-2.14: torch._inductor.cpu_vec_isa): before it compiles or
+# looks up a C++ kernel, a process builds tiny probe libraries into the inductor cache dir and
+# remembers the answers in functools caches for the rest of its life. A fresh process loading
+# an artifact runs them too; unless the probes' binaries ship with the cache it runs the C++
+# compiler. A process only builds them once, so only its first compile leaves them in a
+# private compile dir.
+
+def isa_probe_sources() -> frozenset[bytes]:
+    """The C++ sources of every ISA probe (class attributes named *_code on the VecISA
+    classes), to tell probe files from kernel files in a compile dir."""
+    from torch._inductor import cpu_vec_isa as m
+
+    out = set()
+    for obj in vars(m).values():
+        if isinstance(obj, type) and issubclass(obj, m.VecISA):
+            for k in dir(obj):
+                v = getattr(obj, k, None)
+                if k.endswith("_code") and isinstance(v, str):
+                    out.add(v.encode())
+    return frozenset(out)
+
+
+def run_isa_probes_fresh(cache_dir: str) -> None:
+    """Run the ISA probes as a fresh process does, into `cache_dir`. In this process the
+    answers are cached and re-probing is not the same (the probes' flags depend on earlier
+    answers, so the binaries' names differ): a short-lived child process does it."""
+    import subprocess
+    import sys
+
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=cache_dir)
+    subprocess.run([sys.executable, "-c",
+                    "from torch._inductor import cpu_vec_isa; cpu_vec_isa.pick_vec_isa()"],
+                   env=env, check=False, timeout=300, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+
+
 def inductor_cache_dir() -> str:
     from torch._inductor.runtime.cache_dir_utils import cache_dir
 
@@ -226,6 +262,28 @@ def triton_cache_dir(device_index: int) -> str:
     from torch._inductor.runtime.cache_dir_utils import triton_cache_dir as _tcd
 
     return _tcd(device_index)
+
+
+def relocate_cache_file(root: str, rel: str, data: bytes, dest: str) -> bytes:
+    """The bytes to install for one cache file at `dest`. Triton (3.x) keeps, beside each
+    compiled kernel, a group file `__grp__<name>.json` that lists the kernel's files by
+    ABSOLUTE path, and treats a listed file that is not there as a cache miss: installed
+    as-is, every group would point into the (deleted) private compile dir, and every kernel
+    would compile again. Point them at the files' new home."""
+    name = rel.rsplit("/", 1)[-1]
+    if root != "triton" or not (name.startswith("__grp__") and name.endswith(".json")):
+        return data
+    import json
+
+    try:
+        group = json.loads(data)
+        children = group["child_paths"]
+        here = os.path.dirname(dest)
+        group["child_paths"] = {c: os.path.join(here, os.path.basename(str(p)))
+                                for c, p in children.items()}
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return data  # not a group file we know: as it was (at worst Triton recompiles)
+    return json.dumps(group).encode()
 
 
 # Files of a private compile dir that are not kernel binaries: caches of *our* graph at
@@ -249,17 +307,54 @@ def unbacked_marks(t: torch.Tensor) -> dict[int, tuple[int | None, int | None]]:
     return out
 
 
-def no_precompiled_headers() -> contextlib.AbstractContextManager:
-    """Inductor's precompiled C++ header (2.11-2.14: config.cpp_cache_precompile_headers) is
-    kept in a per-user dir outside TORCHINDUCTOR_CACHE_DIR, and every fresh process runs the
-    C++ preprocessor over it before it even looks for a cached kernel .so; the flag also
-    enters every kernel's cache key. precompile compiles with it off and load execs with it
-    off, so the keys match and a warm load runs no C++ tool at all."""
+@contextlib.contextmanager
+def same_kernel_keys() -> Iterator[None]:
+    """Compile (precompile) and look up (load) kernels under the same settings, so that a
+    kernel's cache key is the same in both processes and a loading process finds the
+    binaries the cache installed instead of compiling them again:
+
+    - C++: Inductor's precompiled header (2.11-2.14: config.cpp_cache_precompile_headers)
+      lives in a per-user dir outside TORCHINDUCTOR_CACHE_DIR, every fresh process runs the
+      C++ preprocessor over it before it looks for a cached kernel, and the flag enters every
+      kernel's key: off for both.
+    - Triton: its key holds the ptxas version, which Triton caches per process
+      (triton.backends.nvidia.compiler.get_ptxas_version). Inductor asks for it while it
+      generates code, *before* it points Triton at torch's own ptxas (TRITON_PTXAS_PATH, set
+      by _set_triton_ptxas_path when the first kernel compiles), so a compiling process keys
+      its kernels with Triton's bundled ptxas and a loading process with torch's: every
+      kernel compiled again. Point Triton at torch's ptxas first and forget the cached
+      version, in both."""
+    _settle_triton_ptxas()
     from torch._inductor import config
 
     if hasattr(config, "cpp_cache_precompile_headers"):
-        return config.patch(cpp_cache_precompile_headers=False)
-    return contextlib.nullcontext()
+        with config.patch(cpp_cache_precompile_headers=False):
+            yield
+    else:
+        yield
+
+
+def in_process_kernel_loads(cached: bool) -> contextlib.AbstractContextManager:
+    """While a loaded artifact's module runs: when the cache put every binary in place,
+    loading a kernel is reading a file, so keep it in this process. Otherwise Inductor starts
+    its pool of compile worker processes (2.11-2.14: config.compile_threads > 1) at the first
+    kernel, seconds of start-up that buy nothing here."""
+    from torch._inductor import config
+
+    return config.patch(compile_threads=1) if cached else contextlib.nullcontext()
+
+
+def _settle_triton_ptxas() -> None:
+    if torch.version.cuda is None or not torch.cuda.is_available():
+        return
+    try:
+        from torch._inductor.runtime.compile_tasks import _set_triton_ptxas_path
+        from triton.backends.nvidia.compiler import get_ptxas_version
+    except ImportError:  # no triton, or a layout without these (then nothing to settle)
+        return
+    _set_triton_ptxas_path()
+    if hasattr(get_ptxas_version, "cache_clear"):
+        get_ptxas_version.cache_clear()
 
 
 def rename_node(node: torch.fx.Node, name: str) -> None:

@@ -204,6 +204,7 @@ def install(files: list[tuple[str, str, bytes]], device_index: int) -> tuple[int
     written = present = 0
     for root, rel, data in files:
         dest = os.path.join(roots[root], *rel.split("/"))
+        data = _compat.relocate_cache_file(root, rel, data, dest)
         try:
             if _same_bytes(dest, data):
                 present += 1

@@ -90,6 +90,8 @@ def _lower_inductor(c: Captured) -> Lowered:
         except Exception as e:  # noqa: BLE001 - re-raised with the invariant it breaks
             raise _lowering_error(c, e) from e
         files = _collect_files(cache_dir)
+        if any(rel.endswith(".so") for root, rel, _ in files if root == "inductor"):
+            files = _with_isa_probes(files, cache_dir)
     source = _compat.strip_inductor_main(source)
     return Lowered(backend="inductor", source=source, out_leaves=tuple(out_leaves),
                    mutations=tuple(mutations), grads=tuple(grads), check_strides=True,
@@ -193,6 +195,37 @@ def _collect_files(cache_dir: str) -> list[tuple[str, str, bytes]]:
                 files.append((root, rel.replace(os.sep, "/"), f.read()))
     files.sort(key=lambda x: (x[0], x[1]))
     return files
+
+
+# (relative path, bytes) of the CPU ISA probe binaries, kept from the first compile of this
+# process that built them: later compiles find the answers in memory and build none.
+_ISA_PROBES: dict[str, bytes] = {}
+
+
+def _isa_probe_files(files: list[tuple[str, str, bytes]], sources: frozenset[bytes],
+                     ) -> dict[str, bytes]:
+    """The probe sources and the libraries built from them (same stem) among `files`."""
+    cpp = {rel[:-len(".cpp")]: data for root, rel, data in files
+           if root == "inductor" and rel.endswith(".cpp")}
+    return {rel: data for root, rel, data in files
+            if root == "inductor" and cpp.get(rel.rsplit(".", 1)[0]) in sources}
+
+
+def _with_isa_probes(files: list[tuple[str, str, bytes]], cache_dir: str,
+                     ) -> list[tuple[str, str, bytes]]:
+    """The artifact's files plus the ISA probe binaries a fresh process needs before it can
+    use any C++ kernel, so that loading it runs no C++ compiler."""
+    sources = _compat.isa_probe_sources()
+    found = _isa_probe_files(files, sources)
+    if not found and not _ISA_PROBES:
+        # this process probed before any private compile (e.g. a torch.compile earlier in
+        # the notebook): probe once more as a fresh process would, into this compile's dir
+        _compat.run_isa_probes_fresh(cache_dir)
+        found = _isa_probe_files(_collect_files(cache_dir), sources)
+    _ISA_PROBES.update(found)
+    have = {rel for root, rel, _ in files if root == "inductor"}
+    extra = [("inductor", rel, data) for rel, data in _ISA_PROBES.items() if rel not in have]
+    return sorted(files + extra, key=lambda x: (x[0], x[1]))
 
 
 def _lowering_error(c: Captured, e: Exception) -> PrecompileError:

@@ -3,7 +3,8 @@ compiler caches, call it once, and report how much got compiled.
 
 usage: python fresh_load_child.py DIR {cache|nocache}
 DIR holds art.py, art.cache and ref.pt = {"model": module, "args": tuple, "ref": result}.
-Prints one line of JSON: {"cpp_builds", "new_triton_files", "match", "seconds"}.
+Prints one line of JSON: {"cpp_builds", "new_triton_files", "triton_writes", "match",
+"seconds", "load"}.
 """
 import json
 import os
@@ -26,6 +27,22 @@ def _counting_build(self):  # count every C++ compiler run (kernels, headers, IS
 
 
 cpp_builder.CppBuilder.build = _counting_build
+
+# every Triton compile in this process (a kernel, or Triton's own driver module) ends in its
+# cache manager's put(); a cache hit writes nothing. New files also catch worker processes.
+triton_writes = []
+try:
+    from triton.runtime import cache as _triton_cache
+except ImportError:  # no triton (CPU-only torch)
+    _triton_cache = None
+if _triton_cache is not None:
+    _orig_put = _triton_cache.FileCacheManager.put
+
+    def _counting_put(self, data, filename, binary=True):
+        triton_writes.append(filename)
+        return _orig_put(self, data, filename, binary)
+
+    _triton_cache.FileCacheManager.put = _counting_put
 
 
 def triton_files():
@@ -55,5 +72,6 @@ if torch.cuda.is_available():
 new = {p for p in triton_files() - before if os.path.normpath(p) not in shipped}
 match = torch.allclose(out, ref["ref"], atol=1e-4, rtol=1e-4)
 print(json.dumps({"cpp_builds": len(builds), "new_triton_files": len(new),
+                  "triton_writes": len(triton_writes),
                   "match": bool(match), "seconds": time.perf_counter() - t0,
                   "load": f.__precompile_load__}))

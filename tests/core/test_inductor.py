@@ -16,6 +16,7 @@ from precompile_nb import PrecompileError, precompile
 from tests.conftest import run_fresh, run_threads
 from tests.core.models import assert_sgd_matches_eager, bn_mlp, mlp, train_step
 
+ROOT = Path(__file__).resolve().parents[2]
 CHILD = Path(__file__).with_name("fresh_load_child.py")
 
 
@@ -63,6 +64,31 @@ def test_fresh_process_load_with_cache_compiles_nothing(mlp_pair, tmp_path):
     assert cold["match"] and cold["cpp_builds"] > 0  # the counter does count compiles
     print(f"fresh-process load+first call: warm {warm['seconds']:.2f}s, "
           f"cold {cold['seconds']:.2f}s")
+
+
+def test_artifacts_compiled_later_in_a_busy_process_still_load_compiling_nothing(tmp_path):
+    # Inductor probes the CPU's vector ISA once per process and remembers the answer: an
+    # artifact compiled after a torch.compile (probes already done) or after another artifact
+    # must still ship the probe binaries a fresh process builds before any C++ kernel.
+    r = run_fresh(f"""
+        import warnings; warnings.simplefilter("ignore")
+        import torch
+        from tests.core.models import mlp
+        from precompile_nb import precompile
+        m, x = mlp(), torch.randn(5, 8)
+        torch.compile(lambda t: (t * 2).sin())(x)  # the user's own compile probes first
+        precompile(lambda m, x: m(x).relu(), m, x)
+        code, cache = precompile(lambda m, x: (m(x) * 3).tanh(), m, x)
+        open({str(tmp_path / 'b.py')!r}, "w").write(code)
+        open({str(tmp_path / 'b.cache')!r}, "wb").write(cache)
+        torch.save((m, x), {str(tmp_path / 'mx.pt')!r})
+    """, cwd=str(ROOT), env={"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "busy")})
+    assert r.returncode == 0, r.stderr[-3000:]
+    m, x = torch.load(tmp_path / "mx.pt", weights_only=False)
+    warm = fresh_load(tmp_path, (tmp_path / "b.py").read_text(),
+                      (tmp_path / "b.cache").read_bytes(), m, (x,),
+                      (m(x) * 3).tanh().detach(), "cache")
+    assert warm["match"] and warm["cpp_builds"] == 0, warm
 
 
 def test_python_code_runs_alone_without_precompile_nb(mlp_pair, tmp_path):

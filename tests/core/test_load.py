@@ -97,3 +97,25 @@ def test_cache_file_entries_cannot_escape_the_cache_dir(pair):
     evil = cache_mod.pack(code, "eager", (("inductor", "../../etc/x", b"boom"),))
     with pytest.raises(PrecompileError, match="escapes"):
         precompile.load(code, evil)
+
+
+def test_triton_group_files_point_at_where_the_cache_installs_them(tmp_path, monkeypatch):
+    # Triton's __grp__<kernel>.json lists the kernel's files by absolute path and treats a
+    # missing one as a cache miss: installed verbatim, it would point into the compiling
+    # process's deleted private dir and every kernel would compile again on load.
+    import json
+    import os
+
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    old = "/tmp/precompile_nb_gone/tmpx/triton/ABC"
+    group = {"child_paths": {"k.cubin": f"{old}/k.cubin", "k.json": f"{old}/k.json"}}
+    files = [("triton", "ABC/__grp__k.json", json.dumps(group).encode()),
+             ("triton", "ABC/k.cubin", b"\x7fELF cubin"), ("triton", "ABC/k.json", b"{}")]
+    assert cache_mod.install(files, 0) == (3, 0)
+    installed = json.loads((tmp_path / "triton" / "ABC" / "__grp__k.json").read_text())
+    for child, path in installed["child_paths"].items():
+        assert path == str(tmp_path / "triton" / "ABC" / child)
+        assert os.path.exists(path)
+    # installing again finds everything in place
+    assert cache_mod.install(files, 0) == (0, 3)

@@ -145,14 +145,8 @@ def test_processes_loading_one_inductor_artifact_into_one_empty_shared_cache_dir
             hashlib.sha256(data).hexdigest(), rel
     for d in shared.values():
         assert not list(d.rglob(".pcnb-*")), "temporary files left behind"
-    builds = [r["cpp_builds"] for r in reports]
-    if any(builds):
-        # Known gap (issue 3, open): an artifact compiled after other compiles in the same
-        # process misses binaries that Inductor's in-process caches (e.g. the CPU ISA probe)
-        # kept out of its private compile dir, so a fresh process compiles those. Seen in CI
-        # when this test runs after others; the first compile of a process ships everything
-        # (tests/core/test_inductor.py::test_fresh_process_load_with_cache_compiles_nothing).
-        pytest.xfail(f"fresh processes still ran C++ builds {builds} (known gap, issue 3)")
+    # the cache ships every binary, the CPU ISA probes included: no process compiles
+    assert [r["cpp_builds"] for r in reports] == [0] * N_PROCESSES, reports
 
 
 def test_threads_loading_and_capturing_together_do_not_interfere(eager_pair):
