@@ -59,7 +59,7 @@ def main() -> None:
     drivers = ((f"driver @ {args.baseline_rev}", baseline), ("driver (working tree)", DRIVER_SOURCE))
     for label, src in drivers:
         ns: dict = {"__name__": "overhead_" + label}
-        with _compat.no_precompiled_headers():
+        with _compat.same_kernel_keys():
             exec(compile(with_driver(code, src), label, "exec"), ns)  # noqa: S102
         fns[label] = ns["forward"]
         call = ns["call"]

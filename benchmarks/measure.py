@@ -194,7 +194,7 @@ def main(argv: list[str]) -> dict:
             # the compiled graph alone: exec python_code again into our own namespace
             # (the kernels are on disk now; same compile flags as load, so nothing compiles)
             ns: dict = {"__name__": "bench_graph_only"}
-            with _compat.no_precompiled_headers():
+            with _compat.same_kernel_keys():
                 exec(compile(code, "<precompile_nb artifact>", "exec"), ns)  # noqa: S102
             fns["precompile_nb graph only"] = _no_grad_loop(ns["call"], _flat_inputs(w))
         res["steady"] = _steady(fns, w, device, rounds, round_s)
