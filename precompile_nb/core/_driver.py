@@ -205,6 +205,21 @@ def _pc_plan_tensors(root, plan):
     return [praw[i] for i in psel] + [braw[i] for i in bsel]
 
 
+def _pc_batch_guard(flat):
+    """One C++ check of every graph input at once -- exact type, dispatch keys, dtype,
+    device, requires_grad, sizes and strides equal to `flat`'s (torch._C._dynamo.guards.
+    TensorGuards, what Dynamo's guards used; present in torch 2.0-2.14). It accepts a
+    subset of what the driver's own checks accept, so a pass skips them and a miss falls
+    back to them. None where torch lacks it or it does not take these tensors."""
+    try:
+        from torch._C._dynamo.guards import TensorGuards
+        guard = TensorGuards(*flat, dynamic_dims_sizes=[list(t.shape) for t in flat],
+                             dynamic_dims_strides=[list(t.stride()) for t in flat])
+        return guard.check if guard.check(*flat) else None
+    except Exception:  # noqa: BLE001 - an optional fast path: the Python checks remain
+        return None
+
+
 def _pc_make_forward(meta, graph_call, error_class=None):
     """Build the artifact's forward(*args) from its metadata and its compiled graph."""
     Err = error_class or PrecompileError
@@ -290,6 +305,10 @@ def _pc_make_forward(meta, graph_call, error_class=None):
     # one structure plan per module argument (Note [module structure cache]); None until
     # the first call, False where the model's classes customise the walk
     plans = [None] * nargs
+    # The batch guard (_pc_batch_guard): built from the inputs of a call the full checks
+    # accepted; rebuilt when a later accepted call differs in what only it looks at (e.g.
+    # requires_grad), at most a few times, then the Python checks alone.
+    guard = [None, 8]  # [check or None, rebuilds left]
 
     def input_table(flat):
         # every graph input, expected vs actual: the explorer marks the rows that differ
@@ -442,13 +461,16 @@ def _pc_make_forward(meta, graph_call, error_class=None):
                                "precompile again with the new one (or pass it as a tensor)")
         if has_dynamic:
             check_all(flat)
-        else:
+        elif guard[0] is None or not guard[0](*flat):
             for t, c in zip(flat, fast_checks):
                 if not ((type(t) in tensor_types or isinstance(t, Tensor))
                         and (t.shape, t.dtype, t.is_cpu if all_cpu else t.device,
                              t.stride() if check_strides else None) == c):
                     check_all(flat)
                     break
+            if guard[1] > 0:  # accepted: guard the next calls with one C++ check
+                guard[1] -= 1
+                guard[0] = _pc_batch_guard(flat)
         grad_was = is_grad_enabled()
         set_grad_enabled(False)
         try:

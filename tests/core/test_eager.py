@@ -334,3 +334,35 @@ def test_invariant_1_errors_point_at_the_users_source_line():
         precompile(fn, torch.randn(8), backend="eager")
     src = ei.value.extra["source"]
     assert "test_eager.py" in src and "reads the closed-over tensor" in src
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_calls_after_accepted_ones_are_still_checked_every_time(backend):
+    # the driver remembers the inputs of an accepted call to check later calls in one go;
+    # whatever differs afterwards must still be accepted or rejected exactly as on a first call
+    m, x = mlp(), torch.randn(5, 8)
+    code, cache = precompile(lambda m, x: m(x).relu(), m, x, backend=backend)
+    f = precompile.load(code, cache)
+    for _ in range(3):
+        torch.testing.assert_close(f(m, x), m(x).relu())
+    m[0].weight.requires_grad_(False)  # differs only in what the fast check looks at
+    torch.testing.assert_close(f(m, x), m(x).relu())
+    other = mlp(seed=1)  # another model of the same structure: new tensors, same layout
+    torch.testing.assert_close(f(other, x), other(x).relu())
+    with pytest.raises(PrecompileError) as ei:
+        f(m, x.double())
+    assert ei.value.invariant == 6
+    with pytest.raises(PrecompileError) as ei:
+        f(m, x[:2])
+    assert ei.value.invariant == 3
+    with pytest.raises(PrecompileError) as ei:
+        f(nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3)), x)
+    assert ei.value.invariant == 2
+    y = torch.randn(8, 5).t()  # same shape, other strides
+    if backend == "inductor":
+        with pytest.raises(PrecompileError) as ei:
+            f(m, y)
+        assert ei.value.invariant == 6
+    else:  # the eager backend accepts any layout
+        torch.testing.assert_close(f(m, y), m(y).relu())
+    torch.testing.assert_close(f(m, x), m(x).relu())
