@@ -334,6 +334,15 @@ def same_kernel_keys() -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def running_artifact(cached: bool) -> Iterator[None]:
+    """The settings a loaded artifact's module runs under (load execs it inside this):
+    kernel keys as at precompile, and, when the cache put every binary in place, kernel
+    loads and ISA probes kept in this process."""
+    with same_kernel_keys(), in_process_kernel_loads(cached), isa_probes_in_process(cached):
+        yield
+
+
 def in_process_kernel_loads(cached: bool) -> contextlib.AbstractContextManager:
     """While a loaded artifact's module runs: when the cache put every binary in place,
     loading a kernel is reading a file, so keep it in this process. Otherwise Inductor starts
@@ -342,6 +351,39 @@ def in_process_kernel_loads(cached: bool) -> contextlib.AbstractContextManager:
     from torch._inductor import config
 
     return config.patch(compile_threads=1) if cached else contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def isa_probes_in_process(cached: bool) -> Iterator[None]:
+    """While a loaded artifact's module runs with its cache in place: Inductor's CPU ISA
+    probe checks that each probe library loads by starting a Python process per ISA that
+    dlopens it (2.11-2.13: VecISA._probe_load; ~10 processes, 2-3 s on a small machine).
+    The libraries come from the cache, built by the same torch, and libtorch is already
+    loaded here, so dlopen them in this process instead. torch >= 2.14 skips the child when
+    a `.load_ok` marker sits beside the library (the cache ships it); a torch without
+    _probe_load is left as it is. A different answer than at precompile could only change
+    the kernels' cache key, i.e. make them compile, never run the wrong code."""
+    from torch._inductor import cpu_vec_isa as m
+
+    original = m.VecISA.__dict__.get("_probe_load")
+    if not cached or original is None:
+        yield
+        return
+
+    def _probe_load(self, output_path: str) -> bool:
+        import ctypes
+
+        try:
+            ctypes.CDLL(output_path)
+        except OSError:
+            return False
+        return True
+
+    m.VecISA._probe_load = _probe_load
+    try:
+        yield
+    finally:
+        m.VecISA._probe_load = original
 
 
 def _settle_triton_ptxas() -> None:

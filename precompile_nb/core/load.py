@@ -151,8 +151,7 @@ def load(python_code: str, cache: bytes | None = None) -> Callable[..., Any]:
     ns: dict[str, Any] = {"__name__": f"precompile_nb_artifact_{fn_name}",
                           "__precompile_error__": PrecompileError}
     try:
-        with _compat.GLOBAL_LOCK, _compat.same_kernel_keys(), \
-                _compat.in_process_kernel_loads(stats["used"]):
+        with _compat.GLOBAL_LOCK, _compat.running_artifact(stats["used"]):
             exec(compile(python_code, filename, "exec"), ns)  # noqa: S102 - it is code
     except Exception as e:
         err = _exec_failed(e, filename)  # reads the failing line from linecache

@@ -204,11 +204,12 @@ _ISA_PROBES: dict[str, bytes] = {}
 
 def _isa_probe_files(files: list[tuple[str, str, bytes]], sources: frozenset[bytes],
                      ) -> dict[str, bytes]:
-    """The probe sources and the libraries built from them (same stem) among `files`."""
+    """The probe sources and what was built from them (same stem: the library, and torch
+    2.14's `.so.load_ok` marker that spares a fresh process the probe) among `files`."""
     cpp = {rel[:-len(".cpp")]: data for root, rel, data in files
            if root == "inductor" and rel.endswith(".cpp")}
     return {rel: data for root, rel, data in files
-            if root == "inductor" and cpp.get(rel.rsplit(".", 1)[0]) in sources}
+            if root == "inductor" and cpp.get(rel.split(".", 1)[0]) in sources}
 
 
 def _with_isa_probes(files: list[tuple[str, str, bytes]], cache_dir: str,
