@@ -3,8 +3,8 @@ compiler caches, call it once, and report how much got compiled.
 
 usage: python fresh_load_child.py DIR {cache|nocache}
 DIR holds art.py, art.cache and ref.pt = {"model": module, "args": tuple, "ref": result}.
-Prints one line of JSON: {"cpp_builds", "new_triton_files", "triton_writes", "match",
-"seconds", "load"}.
+Prints one line of JSON: {"cpp_builds", "new_triton_files", "triton_writes", "processes"
+(command lines of the child processes started), "match", "seconds", "load"}.
 """
 import json
 import os
@@ -27,6 +27,20 @@ def _counting_build(self):  # count every C++ compiler run (kernels, headers, IS
 
 
 cpp_builder.CppBuilder.build = _counting_build
+
+# every child process started (Inductor's ISA probes, compile workers, a compiler)
+import subprocess  # noqa: E402
+
+processes = []
+_orig_popen_init = subprocess.Popen.__init__
+
+
+def _counting_popen_init(self, args, *a, **k):
+    processes.append(str(args)[:200])
+    return _orig_popen_init(self, args, *a, **k)
+
+
+subprocess.Popen.__init__ = _counting_popen_init
 
 # every Triton compile in this process (a kernel, or Triton's own driver module) ends in its
 # cache manager's put(); a cache hit writes nothing. New files also catch worker processes.
@@ -72,6 +86,6 @@ if torch.cuda.is_available():
 new = {p for p in triton_files() - before if os.path.normpath(p) not in shipped}
 match = torch.allclose(out, ref["ref"], atol=1e-4, rtol=1e-4)
 print(json.dumps({"cpp_builds": len(builds), "new_triton_files": len(new),
-                  "triton_writes": len(triton_writes),
+                  "triton_writes": len(triton_writes), "processes": processes,
                   "match": bool(match), "seconds": time.perf_counter() - t0,
                   "load": f.__precompile_load__}))

@@ -60,6 +60,11 @@ def test_fresh_process_load_with_cache_compiles_nothing(mlp_pair, tmp_path):
     warm = fresh_load(tmp_path, code, cache, m, (x,), ref, "cache")
     assert warm["match"] and warm["load"]["used"]
     assert warm["cpp_builds"] == 0, warm  # no C++ compiler run at all
+    # nor any other process -- no compile workers, no per-ISA probe processes (the probes
+    # dlopen the cache's probe libraries in this process) -- but the compiler's version
+    # query that Inductor puts in every C++ kernel's cache key (`g++ --version` / `-v`)
+    others = [p for p in warm["processes"] if not p.endswith(("'--version']", "'-v']"))]
+    assert others == [], warm["processes"]
     cold = fresh_load(tmp_path, code, cache, m, (x,), ref, "nocache")
     assert cold["match"] and cold["cpp_builds"] > 0  # the counter does count compiles
     print(f"fresh-process load+first call: warm {warm['seconds']:.2f}s, "
