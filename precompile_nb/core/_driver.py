@@ -309,6 +309,7 @@ def _pc_make_forward(meta, graph_call, error_class=None):
     # accepted; rebuilt when a later accepted call differs in what only it looks at (e.g.
     # requires_grad), at most a few times, then the Python checks alone.
     guard = [None, 8]  # [check or None, rebuilds left]
+    n_inputs = len(checks)  # the guard raises (TypeError) on another count
 
     def input_table(flat):
         # every graph input, expected vs actual: the explorer marks the rows that differ
@@ -461,7 +462,7 @@ def _pc_make_forward(meta, graph_call, error_class=None):
                                "precompile again with the new one (or pass it as a tensor)")
         if has_dynamic:
             check_all(flat)
-        elif guard[0] is None or not guard[0](*flat):
+        elif guard[0] is None or len(flat) != n_inputs or not guard[0](*flat):
             for t, c in zip(flat, fast_checks):
                 if not ((type(t) in tensor_types or isinstance(t, Tensor))
                         and (t.shape, t.dtype, t.is_cpu if all_cpu else t.device,
