@@ -30,17 +30,24 @@ def check_tabs(report: Any) -> None:
         click_static_tab(report, key)
 
 
-def check_source_highlighted(report: Any) -> None:
-    panel = click_static_tab(report, "source")
+def check_pygments_styled(panel: Any, min_keywords: int = 1) -> Any:
+    """The Source panel's code carries Pygments spans (keywords, names) and its stylesheet
+    applies: keywords are drawn in another color than plain names. Returns the code."""
     hl = panel.locator(".pcnb-hl")
     assert hl.is_visible()
-    assert hl.locator("span.k").count() > 0, "no Pygments keyword spans in the Source tab"
+    assert hl.locator("span.k").count() >= min_keywords, \
+        "no Pygments keyword spans in the Source tab"
     assert hl.locator("span.nf, span.n").count() > 0, "no Pygments name spans"
     colors = panel.evaluate("""(el) => {
       const k = el.querySelector('.pcnb-hl span.k'), n = el.querySelector('.pcnb-hl span.n');
       return [getComputedStyle(k).color, getComputedStyle(n).color];
     }""")
     assert colors[0] != colors[1], f"keywords and names are drawn alike {colors}: no styles"
+    return hl
+
+
+def check_source_highlighted(report: Any) -> None:
+    check_pygments_styled(click_static_tab(report, "source"))
 
 
 def graph_counts(report: Any) -> tuple[int, int, int]:

@@ -16,7 +16,7 @@ import pytest
 
 from .conftest import NO_DOT_REASON, NODES_MARK, has_dot, save_screenshot
 from .lab import RunningNotebook, outputs_text, set_theme
-from .report_page import QUICKSTART_INPUTS, TAB_TITLES, luminance
+from .report_page import QUICKSTART_INPUTS, TAB_TITLES, check_pygments_styled, luminance
 
 pytestmark = pytest.mark.browser
 
@@ -73,17 +73,8 @@ def test_quickstart_summary_lists_the_calling_convention(quickstart):
 
 def test_quickstart_source_tab_is_highlighted_by_pygments(quickstart):
     panel = _click_tab(_report(quickstart), "Source")
-    code = panel.locator(".pcnb-hl")
-    assert code.is_visible()
-    keywords = code.locator("span.k")
-    assert keywords.count() > 10, "no Pygments keyword spans in the Source tab"
+    code = check_pygments_styled(panel, min_keywords=11)
     assert code.locator("span.nf").count() > 0, "no function names highlighted"
-    # the stylesheet applies: keywords are drawn in another color than plain names
-    colors = panel.evaluate("""(el) => {
-      const k = el.querySelector('.pcnb-hl span.k'), n = el.querySelector('.pcnb-hl span.n');
-      return [getComputedStyle(k).color, getComputedStyle(n).color];
-    }""")
-    assert colors[0] != colors[1], f"keywords and names have the same color {colors}"
     assert panel.locator(".pcnb-hl .linenos").count() > 100, "no line numbers"
 
 
