@@ -2,11 +2,13 @@
 
 usage: python benchmarks/driver_overhead.py [--baseline-rev REV] [--backend inductor|eager]
 
-Precompiles the tiny MLP of the benchmarks once, then builds two artifacts that differ only in
-their driver section: the driver of this working tree and the one at git revision REV
-(default HEAD, read with `git show`, nothing is changed). Both are timed against the compiled
-graph's own `call(args)` in interleaved rounds; overhead = artifact call - graph call (best
-round, and median round). Also checks that both drivers return the same result.
+Precompiles the tiny MLP of the benchmarks once, then builds two artifacts that share that
+compiled graph and differ in their metadata and driver sections: those of this working tree,
+and those the package at git revision REV (default HEAD) writes for the same workload (REV
+is exported with `git archive` into a temporary folder and run there in a child process;
+nothing here is changed), so a change of the metadata format is compared too. Both are timed
+against the compiled graph's own `call(args)` in interleaved rounds; overhead = artifact call
+- graph call (best round, and median round). Also checks that both return the same result.
 """
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ import os
 import statistics
 import subprocess
 import sys
+import tarfile
+import tempfile
 import time
 import warnings
 
@@ -27,15 +31,40 @@ sys.path.insert(0, HERE)
 
 from precompile_nb import precompile  # noqa: E402
 from precompile_nb.core import _compat  # noqa: E402
-from precompile_nb.core.emit import DRIVER_SOURCE, marker  # noqa: E402
+from precompile_nb.core.emit import marker  # noqa: E402
 from workloads import build  # noqa: E402
 
+_CHILD = """
+import sys, warnings
+warnings.simplefilter("ignore")
+sys.path[:0] = [{root!r}, {bench!r}]
+from precompile_nb import precompile
+from workloads import build
+w = build("tiny_mlp", "cpu")
+sys.stdout.write(precompile(w.fn, *w.args, backend={backend!r})[0])
+"""
 
-def with_driver(code: str, driver_source: str) -> str:
-    """`code` with its driver section replaced by `driver_source`."""
-    cut = code.index(marker("driver"))
-    return (code[:cut] + marker("driver") + "\n" + driver_source.rstrip() + "\n\n"
-            "forward = _pc_make_forward(_PC_META, call, globals().get('__precompile_error__'))\n")
+
+def tail_of_rev(rev: str, backend: str) -> str:
+    """The metadata and driver sections that the package at `rev` writes for the tiny MLP."""
+    with tempfile.TemporaryDirectory() as tmp:
+        tar = subprocess.run(["git", "archive", rev], cwd=ROOT, capture_output=True,
+                             check=True).stdout
+        tar_path = os.path.join(tmp, "rev.tar")
+        with open(tar_path, "wb") as f:
+            f.write(tar)
+        with tarfile.open(tar_path) as t:
+            t.extractall(tmp, filter="data")
+        code = subprocess.run(
+            [sys.executable, "-c", _CHILD.format(root=tmp, bench=os.path.join(tmp, "benchmarks"),
+                                                 backend=backend)],
+            cwd=tmp, capture_output=True, text=True, check=True, timeout=600).stdout
+    return code[code.index(marker("metadata")):]
+
+
+def with_tail(code: str, tail: str) -> str:
+    """`code` (its header and graph) with its metadata and driver sections replaced."""
+    return code[:code.index(marker("metadata"))] + tail
 
 
 def main() -> None:
@@ -49,18 +78,18 @@ def main() -> None:
     torch.set_num_threads(1)
     w = build("tiny_mlp", "cpu")
     model, x = w.args
-    baseline = subprocess.run(["git", "show", f"{args.baseline_rev}:precompile_nb/core/_driver.py"],
-                              cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    baseline = tail_of_rev(args.baseline_rev, args.backend)
     t = time.perf_counter()
     code, cache = precompile(w.fn, *w.args, backend=args.backend)
     print(f"precompiled the tiny MLP ({args.backend}) in {time.perf_counter() - t:.1f} s")
     precompile.load(code, cache)  # installs the kernels; the execs below compile nothing
     fns, call = {}, None
-    drivers = ((f"driver @ {args.baseline_rev}", baseline), ("driver (working tree)", DRIVER_SOURCE))
+    drivers = ((f"driver @ {args.baseline_rev}", with_tail(code, baseline)),
+               ("driver (working tree)", code))
     for label, src in drivers:
         ns: dict = {"__name__": "overhead_" + label}
         with _compat.same_kernel_keys():
-            exec(compile(with_driver(code, src), label, "exec"), ns)  # noqa: S102
+            exec(compile(src, label, "exec", dont_inherit=True), ns)  # noqa: S102
         fns[label] = ns["forward"]
         call = ns["call"]
     flat = [p for _, p in model.named_parameters()] + [b for _, b in model.named_buffers()] + [x]

@@ -291,7 +291,7 @@ def test_dynamic_dimension_accepts_other_sizes_and_leaves_the_example_unmarked(i
     for batch in (2, 7):
         y = torch.randn(batch, 4)
         torch.testing.assert_close(f(model, y), model(y).relu())
-    assert _compat.unbacked_marks(x) == {}  # the notebook's tensor carries no mark
+    assert _compat.dim_marks(x).unbacked == {}  # the notebook's tensor carries no mark
 
 
 @pytest.mark.cuda
@@ -332,3 +332,15 @@ def test_call_time_explorer_shows_every_input_with_the_mismatch_marked(ip, shown
     for where in ("model.weight", "model.bias", "x"):
         assert f"<code>{where}</code>" in page
     assert page.count('class="pcnb-mismatch"') >= 1 and "shape=[5, 4]" in page
+
+
+def test_save_leaves_only_the_pair_in_the_directory(ip, tmp_path):
+    # nothing else: no lock file, no temporary files, also after a second save over the first
+    out = tmp_path / "artifacts"
+    for _ in range(2):
+        ip.run_cell_magic("precompile", f"--backend eager --quiet --save {out}", FORWARD)
+        assert sorted(os.listdir(out)) == ["f.cache", "f.py"]
+    with pytest.warns(UserWarning, match="executes python_code"):
+        g = precompile.load((out / "f.py").read_text(), (out / "f.cache").read_bytes())
+    model, x = ip.user_ns["model"], ip.user_ns["x"]
+    torch.testing.assert_close(g(model, x), model(x))

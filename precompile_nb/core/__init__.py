@@ -16,7 +16,7 @@ from . import _compat
 from .cache import pack
 from .capture import capture
 from .emit import emit
-from .errors import PrecompileError
+from .errors import PrecompileError, user_frame
 from .load import load
 from .lower import lower
 from .schemas import Artifact
@@ -53,7 +53,12 @@ def build(fn: Callable, *example_inputs: Any, backend: str = "inductor",
         if on_stage:
             on_stage(name, "start", 0.0)
         t0 = time.perf_counter()
-        out = f()
+        try:
+            out = f()
+        except PrecompileError:
+            raise
+        except Exception as e:  # noqa: BLE001 - no raw error reaches the user
+            raise _stage_failed(fn, name, e) from e
         dt = time.perf_counter() - t0
         times.append((name, dt))
         if on_stage:
@@ -68,6 +73,20 @@ def build(fn: Callable, *example_inputs: Any, backend: str = "inductor",
     cache = stage("pack", lambda: pack(python_code, backend, lowered.files))
     return Artifact(python_code=python_code, cache=cache, captured=captured, lowered=lowered,
                     stage_seconds=tuple(times))
+
+
+def _stage_failed(fn: Callable, stage: str, e: Exception) -> PrecompileError:
+    """An error torch raised inside a stage that no check of ours foresaw, as a
+    PrecompileError with the stage and the user's line (the original is its __cause__)."""
+    name = getattr(fn, "__name__", type(fn).__name__)
+    first = (str(e).strip().splitlines() or [""])[0]
+    return PrecompileError(
+        f"{'fn' if name == '<lambda>' else name}: {stage} failed: {type(e).__name__}",
+        stage=stage, where=user_frame(e.__traceback__) or f"inside {stage}",
+        expected=f"a computation that {stage} can handle",
+        actual=f"{type(e).__name__}: {first[:300]}",
+        hint="the chained exception has torch's own message; simplify or move the part it "
+             "names out of fn, try backend='eager', or report it with a small example")
 
 
 def precompile(fn: Callable, *example_inputs: Any, backend: str = "inductor",
@@ -91,5 +110,6 @@ def precompile(fn: Callable, *example_inputs: Any, backend: str = "inductor",
 
 
 precompile.load = load  # type: ignore[attr-defined]
+precompile.PrecompileError = PrecompileError  # type: ignore[attr-defined]
 
 __all__ = ["precompile", "build", "load", "PrecompileError", "Artifact"]

@@ -9,21 +9,20 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx as _make_fx
 
 # One lock for everything that touches process-global compiler state: the inductor cache dir
-# environment, module reparametrization of shared example models, the RNG save/restore. The
-# reference implementation is not thread-safe (SPEC §4); we serialize capture+lower and the
-# cache unpacking in load.
+# environment, module reparametrization of shared example models, the RNG save/restore. torch
+# 2.14.1's own precompile is not thread-safe; we serialize capture+lower and the cache
+# unpacking in load.
 GLOBAL_LOCK = threading.RLock()
-
-TORCH_VERSION = torch.__version__
-
 
 def torch_build_id() -> str:
     """Identifies the torch build a cache was made with: version + git revision + CUDA."""
@@ -208,12 +207,87 @@ def inductor_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
 
 def strip_inductor_main(source: str) -> str:
     """Drop the benchmark harness Inductor appends to its module (get_args / __main__); it
-    imports test utilities and is never called by the artifact (2.11-2.14 layout)."""
+    imports test utilities and is never called by the artifact (2.11-2.14 layout). Then make
+    what is left reproducible (reproducible_inductor_source)."""
     for marker in ("\n\ndef get_args():", "\n\ndef benchmark_compiled_module("):
         cut = source.find(marker)
         if cut != -1:
-            return source[:cut].rstrip() + "\n"
-    return source
+            source = source[:cut].rstrip() + "\n"
+            break
+    return reproducible_inductor_source(source)
+
+
+# Comments Inductor writes into its module that differ between two compiles of the same
+# graph by the same torch on the same machine (2.11-2.14: torch/_inductor/codegen/wrapper.py,
+# triton.py, select_algorithm.py, cutlass/, rocm/, cutedsl/, nv_universal_gemm/):
+#   # AOT ID: ['3_inference']          AOTAutograd's process-wide graph counter
+#                                       (PythonWrapperCodegen.write_header): how many graphs
+#                                       this process compiled before
+#   # kernel path: /tmp/.../ab/cab.py  where the kernel's source was written in the compile's
+#                                       cache dir: for precompile a private temp dir, deleted
+#                                       (define_kernel of Triton / template / CUDA kernels)
+#   # Original path: /x/y.py:12        the source file of a user-defined Triton kernel; a
+#                                       notebook cell's is /tmp/ipykernel_<pid>/<hash>.py
+# Only these comment tokens are rewritten: every executed byte (kernel sources, whose hashes
+# key the compiled binaries, kernel names, calls) stays as Inductor wrote it. Checked on 2.13
+# (CPU) and 2.11+cu130 (H200): with these rewritten, two compiles give the same module, in one
+# process or two, and a fresh process's warm load still compiles nothing.
+_AOT_ID = re.compile(r"(#\s*AOT ID:\s*)(.*)")
+_AOT_COUNTER = re.compile(r"(['\"])\d+_")
+_BUILD_PATH = re.compile(r"(#\s*kernel path:\s*)(\S.*?)\s*\Z")
+_SOURCE_PATH = re.compile(r"(#\s*Original path:\s*)(\S.*?)(:\d+)?\s*\Z")
+_NORMALISED_MARKERS = ("AOT ID:", "kernel path:", "Original path:")
+
+
+def reproducible_comment(comment: str) -> str:
+    """One comment of Inductor's module with its build-specific parts neutralised (see the
+    table above): `# kernel path: <cache>/<file name>`, `# Original path: <source>/<file
+    name>:<line>`, `# AOT ID: ['inference']` (no counter); any other comment as it is."""
+    m = _BUILD_PATH.match(comment)
+    if m:
+        return f"{m.group(1)}<cache>/{_basename(m.group(2))}"
+    m = _SOURCE_PATH.match(comment)
+    if m:
+        return f"{m.group(1)}<source>/{_basename(m.group(2))}{m.group(3) or ''}"
+    m = _AOT_ID.match(comment)
+    if m:
+        return m.group(1) + _AOT_COUNTER.sub(r"\1", m.group(2))
+    return comment
+
+
+def _basename(path: str) -> str:
+    # the build machine's separator, whichever it was (Inductor normalises to '/' on Windows)
+    return re.split(r"[\\/]", path)[-1]
+
+
+def reproducible_inductor_source(source: str) -> str:
+    """`source` with the comments that name the build machine's temporary compile dirs or
+    count this process's earlier compiles rewritten (reproducible_comment), so that the same
+    function, inputs and torch build give a byte-identical python_code, and a shipped
+    artifact names no private path of the machine that built it. Only real comment tokens
+    change (found with tokenize: a kernel source inside a string literal that happens to hold
+    such a line is executed code and stays as it is); a source tokenize cannot read is
+    returned as it is."""
+    if not any(marker in source for marker in _NORMALISED_MARKERS):
+        return source
+    import io
+    import tokenize
+
+    lines = io.StringIO(source).readlines()  # the same line split tokenize's rows count
+    edits: list[tuple[int, int, int, str]] = []
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+            if tok.type == tokenize.COMMENT:
+                new = reproducible_comment(tok.string)
+                if new != tok.string:
+                    (row, start), (_, end) = tok.start, tok.end
+                    edits.append((row - 1, start, end, new))
+    except (tokenize.TokenError, SyntaxError):
+        return source
+    for row, start, end, new in edits:
+        line = lines[row]
+        lines[row] = line[:start] + new + line[end:]
+    return "".join(lines)
 
 
 # Inductor's CPU ISA probes (2.11-2.14: torch._inductor.cpu_vec_isa): before it compiles or
@@ -295,16 +369,62 @@ def mark_unbacked(t: torch.Tensor, dim: int) -> None:
     torch._dynamo.decorators.mark_unbacked(t, dim)
 
 
-def unbacked_marks(t: torch.Tensor) -> dict[int, tuple[int | None, int | None]]:
-    """Dims marked with mark_unbacked, with (min, max) bounds where given (2.11-2.14 attr
-    names: _dynamo_unbacked_indices, _dynamo_unbacked_bounds where present)."""
-    dims = set(getattr(t, "_dynamo_unbacked_indices", set()) or set())
-    bounds = getattr(t, "_dynamo_unbacked_bounds", {}) or {}
-    out = {}
-    for d in sorted(dims):
-        lo, hi = bounds.get(d, (None, None)) if isinstance(bounds, dict) else (None, None)
-        out[int(d)] = (lo, hi)
-    return out
+def treespec_children(spec: Any) -> list[Any]:
+    """A TreeSpec's child specs: `children()` where it exists (2.13, 2.14: `children_specs`
+    is deprecated there), else `children_specs` (2.11)."""
+    children = getattr(spec, "children", None)
+    if callable(children):
+        return list(children())
+    return list(spec.children_specs)
+
+
+def namedtuple_class(spec: Any) -> type | None:
+    """The namedtuple class of a TreeSpec node, or None: pytree keeps namedtuples under the
+    type `collections.namedtuple` with the class as context (2.11-2.14), or under the class
+    itself in older layouts."""
+    from torch.utils._pytree import is_namedtuple_class
+
+    for cand in (spec.context, spec.type):
+        if isinstance(cand, type) and is_namedtuple_class(cand):
+            return cand
+    return None
+
+
+@dataclass(frozen=True)
+class DimMarks:
+    """What torch._dynamo's dimension marks on a tensor ask for (2.11-2.14 attribute names).
+    unbacked: mark_unbacked dims (strict ones too) -> (min, max); shape_ids: dim -> shared id;
+    specialize_on: dims with mark_unbacked(specialize_on=[...]); dynamic: mark_dynamic /
+    maybe_mark_dynamic dims; hint_overrides: dims with hint_override."""
+
+    unbacked: dict[int, tuple[int | None, int | None]]
+    shape_ids: dict[int, str]
+    specialize_on: tuple[int, ...]
+    dynamic: tuple[int, ...]
+
+
+def dim_marks(t: torch.Tensor) -> DimMarks:
+    """Every dimension mark on `t`. mark_unbacked(strict=True) records its dim in
+    _dynamo_strict_unbacked_indices only; mark_unbacked(min=, max=) in
+    _dynamo_unbacked_bounds (2.13+); shape_id in _dynamo_shape_ids (2.13+); mark_dynamic in
+    _dynamo_dynamic_indices, maybe_mark_dynamic in _dynamo_weak_dynamic_indices."""
+    def ints(name: str) -> set[int]:
+        v = getattr(t, name, None)
+        return {int(d) for d in v} if isinstance(v, (set, list, tuple, frozenset)) else set()
+
+    def table(name: str) -> dict:
+        v = getattr(t, name, None)
+        return v if isinstance(v, dict) else {}
+
+    bounds = table("_dynamo_unbacked_bounds")
+    unbacked = ints("_dynamo_unbacked_indices") | ints("_dynamo_strict_unbacked_indices")
+    special = table("_specialize_on")
+    return DimMarks(
+        unbacked={d: tuple(bounds.get(d, (None, None))) for d in sorted(unbacked)},
+        shape_ids={int(d): str(s) for d, s in table("_dynamo_shape_ids").items()},
+        specialize_on=tuple(sorted(int(d) for d, v in special.items() if v)),
+        dynamic=tuple(sorted(ints("_dynamo_dynamic_indices")
+                             | ints("_dynamo_weak_dynamic_indices"))))
 
 
 @contextlib.contextmanager
@@ -408,3 +528,11 @@ def rename_node(node: torch.fx.Node, name: str) -> None:
 def is_aten_op(name: str) -> bool:
     """True if torch.ops.aten has an op packet of that name."""
     return bool(name) and hasattr(torch.ops.aten, name)
+
+
+def is_tensor_subclass(t: torch.Tensor) -> bool:
+    """A traceable wrapper subclass such as DTensor (2.11-2.14: torch.utils._python_dispatch)."""
+    from torch.utils._python_dispatch import is_traceable_wrapper_subclass
+
+    return is_traceable_wrapper_subclass(t)
+

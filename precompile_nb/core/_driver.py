@@ -1,8 +1,12 @@
 # ---- precompile_nb driver (copied verbatim into every artifact; imports only torch) ----
-# The driver is the artifact's calling convention made executable: it checks the arguments
-# against the metadata literal _PC_META, flattens the model(s) into graph inputs, calls the
-# compiled graph, writes mutations back, rebuilds aliases and scatters gradients.
-# See Note [one driver, two homes] in precompile_nb/core/emit.py.
+# The driver is the artifact's calling convention made executable. It decodes the metadata
+# literal _PC_META into typed records (the same records and the same decoder the package uses,
+# see precompile_nb/core/convention.py), then, per call: flattens the arguments into graph
+# inputs, checks them, runs the compiled graph, writes mutations and gradients back and
+# rebuilds fn's result. See Note [one driver, two homes] in precompile_nb/core/emit.py.
+import dataclasses as _pc_dataclasses
+import sys as _pc_sys
+
 import torch as _pc_torch
 from torch.utils import _pytree as _pc_pytree
 
@@ -15,6 +19,20 @@ _PC_INVARIANTS = {
     6: "dtype, device and (inductor) layout are specialized",
     7: "python_code and cache are trusted executable input",
 }
+
+
+class _PcFields(dict):
+    """Expected or actual of a check as data (field -> value) that prints as text:
+    {'shape': [2, 4], 'dtype': 'float32'} prints as 'shape=[2, 4] dtype=float32'."""
+
+    __slots__ = ()
+
+    def __str__(self):
+        show = lambda v: (  # noqa: E731 - lists as [2, <dynamic 0>], no quotes
+            "[" + ", ".join(map(str, v)) + "]" if isinstance(v, (list, tuple)) else str(v))
+        return " ".join(f"{k}={show(v)}" for k, v in self.items())
+
+    __format__ = lambda self, spec: format(str(self), spec)  # noqa: E731
 
 
 def _pc_format_violation(what, invariant=None, stage=None, where=None, expected=None,
@@ -40,8 +58,10 @@ class PrecompileError(RuntimeError):
     """Raised when capture, lowering, load or a call breaks the precompile programming model.
 
     Structured fields (for tools): invariant (1-7 or None), stage ('capture', 'lower', 'load',
-    'call'), where (argument path, parameter name, variable or graph node), expected, actual,
-    hint (the fix), and extra (a dict of further details, e.g. graph node names, source lines).
+    'call'), where (argument path, parameter name, variable or graph node), expected and
+    actual (a value, or a dict of fields such as {'shape': [2, 4], 'dtype': 'float32'}),
+    hint (the fix), and extra (a dict of further details, e.g. graph node names, source
+    lines, the table of every input at a failing call).
     """
 
     def __init__(self, what, *, invariant=None, stage=None, where=None, expected=None,
@@ -58,17 +78,483 @@ class PrecompileError(RuntimeError):
                                               actual, hint))
 
 
-def _pc_describe(t):
-    """The fields of a tensor that the artifact is specialized to, in the words of _PC_META."""
-    return (f"shape={list(t.shape)} dtype={str(t.dtype).replace('torch.', '')} "
-            f"device={t.device} stride={list(t.stride())}")
+# ---------------------------------------------------------------------------------------------
+# The calling convention as typed records.
+#
+# Note [convention records]
+#   Each record is a frozen dataclass with `_pc_schema`, field -> the kind of literal it
+#   holds. `to_literal()` writes the plain-literal form that _PC_META holds (lists, dicts,
+#   str/int/bool/None); `_pc_decode_record` reads it back, checking every nested field, so a
+#   malformed literal is a PrecompileError (invariant 7) at load, before anything runs.
+#   Union kinds (arguments, outputs) carry a "kind" tag in their literal. The package and
+#   every artifact use these same classes: the artifact needs them to run, so they live here
+#   (precompile_nb/core/convention.py re-exports them). Changing a schema changes the
+#   artifact format: see Note [artifact version] in convention.py.
+
+def _pc_record(cls):
+    """A frozen, slotted dataclass. An artifact exec'd by code compiled under `from __future__
+    import annotations` (exec inherits it) gets string annotations, which dataclasses looks
+    up through sys.modules[cls.__module__]; an exec namespace is no module there, so such a
+    class is attributed to builtins (its annotations name only builtin types)."""
+    if cls.__module__ not in _pc_sys.modules:
+        cls.__module__ = "builtins"
+    return _pc_dataclasses.dataclass(frozen=True, slots=True)(cls)
 
 
-def _pc_decode_const(v):
-    # dtypes and devices are stored as tagged lists so _PC_META stays a plain literal
-    if isinstance(v, list) and len(v) == 2 and v[0] == "__torch.dtype__":
+def _pc_is_value(v):
+    """A baked non-tensor value: a plain scalar, or a tagged dtype/device."""
+    if v is None or type(v) in (bool, int, float, str):
+        return True
+    return (type(v) is list and len(v) == 2 and v[0] in ("__torch.dtype__", "__torch.device__")
+            and type(v[1]) is str)
+
+
+def _pc_is_data(v, depth=0):
+    """A small constant tensor's data: nested lists of numbers."""
+    if type(v) in (bool, int, float):
+        return True
+    return type(v) is list and depth < 64 and all(_pc_is_data(x, depth + 1) for x in v)
+
+
+def _pc_is_bounds(v):
+    """A dynamic dim's bounds: {dim: [lo or None, hi or None]}."""
+    ok = lambda b: b is None or type(b) is int  # noqa: E731
+    return type(v) is dict and all(
+        type(d) is int and type(b) is list and len(b) == 2 and ok(b[0]) and ok(b[1])
+        for d, b in v.items())
+
+
+def _pc_is_ids(v):
+    """Shared-size ids of dynamic dims: {dim: id}."""
+    return type(v) is dict and all(type(d) is int and type(i) is str for d, i in v.items())
+
+
+_PC_INTS = lambda v: type(v) is list and all(type(x) is int for x in v)  # noqa: E731
+# literal kind -> (check, description for the error, conversion to the in-memory form)
+_PC_KINDS = {
+    "str": (lambda v: type(v) is str, "a str", None),
+    "int": (lambda v: type(v) is int, "an int", None),
+    "nat": (lambda v: type(v) is int and v >= 0, "an int >= 0", None),
+    "bool": (lambda v: type(v) is bool, "a bool", None),
+    "bool?": (lambda v: v is None or type(v) is bool, "a bool or None", None),
+    "ints": (_PC_INTS, "a list of ints", tuple),
+    "nats": (lambda v: _PC_INTS(v) and all(x >= 0 for x in v), "a list of ints >= 0", tuple),
+    "strs": (lambda v: type(v) is list and all(type(x) is str for x in v), "a list of str",
+             tuple),
+    "value": (_pc_is_value, "a bool/int/float/str/None or a tagged dtype/device", None),
+    "data": (_pc_is_data, "nested lists of numbers", None),
+    "bounds": (_pc_is_bounds, "a dict {dim: [lo or None, hi or None]}",
+               lambda v: {d: tuple(b) for d, b in v.items()}),
+    "ids": (_pc_is_ids, "a dict {dim: shape id}", None),
+    "tree": (lambda v: _pc_is_tree(v), "a container structure (Note [tree literal])", None),
+}
+
+
+def _pc_literal(v):
+    """A record field back to its literal form."""
+    if isinstance(v, tuple):
+        return [_pc_literal(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _pc_literal(x) for k, x in v.items()}
+    if hasattr(v, "to_literal"):
+        return v.to_literal()
+    return v
+
+
+class _PcRecord:
+    """Mixin of the convention records: to_literal() (see Note [convention records])."""
+
+    __slots__ = ()
+    _pc_kind = None  # the "kind" tag of a union member
+
+    def to_literal(self):
+        out = {} if self._pc_kind is None else {"kind": self._pc_kind}
+        for f in _pc_dataclasses.fields(self):
+            out[f.name] = _pc_literal(getattr(self, f.name))
+        return out
+
+
+@_pc_record
+class PcTensorInput(_PcRecord):
+    """One graph input tensor as the artifact is specialized to it (invariants 2, 3, 6)."""
+
+    where: str  # how a person names it: "model.0.weight", "x", "batch['ids']"
+    kind: str  # "param", "buffer" or "input"
+    arg: int  # the positional argument it comes from
+    shape: tuple
+    stride: tuple
+    dtype: str  # "float32"
+    device: str  # "cpu", "cuda:0"
+    requires_grad: bool
+    dynamic: dict = _pc_dataclasses.field(default_factory=dict)  # dim -> (lo, hi), marked dims
+    # dim -> id: dynamic dims that share a size (mark_unbacked(shape_id=...)), checked per call
+    shape_ids: dict = _pc_dataclasses.field(default_factory=dict)
+    _pc_schema = {"where": "str", "kind": ("param", "buffer", "input"), "arg": "nat",
+                  "shape": "ints", "stride": "ints", "dtype": "str", "device": "str",
+                  "requires_grad": "bool", "dynamic": "bounds", "shape_ids": "ids"}
+
+
+@_pc_record
+class PcConstant(_PcRecord):
+    """A small tensor created inside fn (torch.tensor([...])), carried as a literal and passed
+    to the graph after the inputs."""
+
+    shape: tuple
+    dtype: str
+    device: str
+    data: object  # nested lists / a scalar
+    _pc_schema = {"shape": "nats", "dtype": "str", "device": "str", "data": "data"}
+
+
+@_pc_record
+class PcModuleArg(_PcRecord):
+    """An nn.Module argument: its parameters, then its buffers, become graph inputs."""
+
+    path: str
+    names: tuple  # named_parameters() then named_buffers() names, tied weights once
+    n_params: int
+    training: object  # bool, checked per call; None: not checked
+    _pc_kind = "module"
+    _pc_schema = {"path": "str", "names": "strs", "n_params": "nat", "training": "bool?"}
+
+
+@_pc_record
+class PcTensorArg(_PcRecord):
+    """A tensor argument: one graph input, or (same_as >= 0) the very tensor that graph input
+    `same_as` is, as at capture (invariant 4: one tensor passed twice stays one tensor)."""
+
+    path: str
+    same_as: int = -1
+    _pc_kind = "tensor"
+    _pc_schema = {"path": "str", "same_as": "int"}
+
+
+@_pc_record
+class PcConstArg(_PcRecord):
+    """A non-tensor argument: baked into the graph, checked on every call (invariant 3)."""
+
+    path: str
+    value: object  # its literal (see _pc_is_value)
+    _pc_kind = "const"
+    _pc_schema = {"path": "str", "value": "value"}
+
+
+@_pc_record
+class PcLeaf(_PcRecord):
+    """One leaf of a container argument: a tensor (a graph input) or a baked value."""
+
+    path: str  # "batch['ids']"
+    tensor: bool
+    value: object  # the baked literal; None for a tensor
+    same_as: int = -1  # a tensor that is graph input `same_as` itself (see PcTensorArg)
+    _pc_schema = {"path": "str", "tensor": "bool", "value": "value", "same_as": "int"}
+
+
+@_pc_record
+class PcPytreeArg(_PcRecord):
+    """A container argument (tuples, lists, dicts of tensors and values)."""
+
+    path: str
+    spec: dict  # its structure (Note [tree literal])
+    leaves: tuple  # PcLeaf per leaf, in pytree order
+    _pc_kind = "pytree"
+    _pc_schema = {"path": "str", "spec": "tree", "leaves": ("records", PcLeaf)}
+
+
+@_pc_record
+class PcGraphOut(_PcRecord):
+    """A result leaf that is graph output `index`."""
+
+    index: int
+    _pc_kind = "graph"
+    _pc_schema = {"index": "nat"}
+
+
+@_pc_record
+class PcInputOut(_PcRecord):
+    """A result leaf that is graph input `index` itself (fn returned an input)."""
+
+    index: int
+    _pc_kind = "input"
+    _pc_schema = {"index": "nat"}
+
+
+@_pc_record
+class PcAliasOut(_PcRecord):
+    """A result leaf that views graph input `index` (invariant 4: aliases stay aliases)."""
+
+    index: int
+    size: tuple
+    stride: tuple
+    offset: int
+    _pc_kind = "alias"
+    _pc_schema = {"index": "nat", "size": "nats", "stride": "ints", "offset": "nat"}
+
+
+@_pc_record
+class PcConstOut(_PcRecord):
+    """A result leaf that is a non-tensor value fn returned."""
+
+    value: object
+    _pc_kind = "const"
+    _pc_schema = {"value": "value"}
+
+
+@_pc_record
+class PcWriteBack(_PcRecord):
+    """Graph output `output` written into graph input `input`: an in-place mutation
+    (copied back, invariant 4) or a gradient (accumulated into .grad, invariant 5)."""
+
+    input: int
+    output: int
+    _pc_schema = {"input": "nat", "output": "nat"}
+
+
+@_pc_record
+class PcConvention(_PcRecord):
+    """The whole calling convention of one artifact."""
+
+    fn_name: str
+    args: tuple  # per positional argument: PcModuleArg / PcTensorArg / PcConstArg / PcPytreeArg
+    inputs: tuple  # PcTensorInput per graph input (the constants follow them)
+    constants: tuple  # PcConstant
+    out_spec: dict  # the structure of fn's result (Note [tree literal])
+    outputs: tuple  # per result leaf: PcGraphOut / PcInputOut / PcAliasOut / PcConstOut
+    mutations: tuple  # PcWriteBack, copied back after the call
+    grads: tuple  # PcWriteBack, accumulated into .grad
+    check_strides: bool  # invariant 6: inductor bakes strides
+    device_index: int  # the CUDA device the kernels were built for (cache placement)
+    # graph inputs the compiled graph does not take (it reads only their shape, or nothing):
+    # checked like every input, but not their layout, and not passed to it
+    unread: tuple = ()
+    _pc_schema = {"fn_name": "str",
+                  "args": ("union", "ARGS"), "inputs": ("records", PcTensorInput),
+                  "constants": ("records", PcConstant), "out_spec": "tree",
+                  "outputs": ("union", "OUTPUTS"), "mutations": ("records", PcWriteBack),
+                  "grads": ("records", PcWriteBack), "check_strides": "bool",
+                  "device_index": "nat", "unread": "nats"}
+
+
+_PC_UNIONS = {
+    "ARGS": {c._pc_kind: c for c in (PcModuleArg, PcTensorArg, PcConstArg, PcPytreeArg)},
+    "OUTPUTS": {c._pc_kind: c for c in (PcGraphOut, PcInputOut, PcAliasOut, PcConstOut)},
+}
+# the header fields of _PC_META around the convention (read by the package's load)
+_PC_HEADER = ("format", "version", "backend", "torch")
+
+
+class _PcBadLiteral(Exception):
+    """Internal: a literal field that does not fit its schema (becomes a PrecompileError)."""
+
+    def __init__(self, at, expected, actual):
+        super().__init__(at)
+        self.at, self.expected, self.actual = at, expected, actual
+
+
+def _pc_decode_field(kind, v, at):
+    if isinstance(kind, tuple) and kind[0] == "records":
+        cls = kind[1]
+        if type(v) is not list:
+            raise _PcBadLiteral(at, f"a list of {cls.__name__[2:]} records", v)
+        return tuple(_pc_decode_record(cls, x, f"{at}[{i}]") for i, x in enumerate(v))
+    if isinstance(kind, tuple) and kind[0] == "union":
+        members = _PC_UNIONS[kind[1]]
+        if type(v) is not list:
+            raise _PcBadLiteral(at, "a list", v)
+        out = []
+        for i, x in enumerate(v):
+            tag = x.get("kind") if type(x) is dict else None
+            if type(tag) is not str or tag not in members:
+                raise _PcBadLiteral(f"{at}[{i}]['kind']", f"one of {sorted(members)}", tag)
+            out.append(_pc_decode_record(members[tag], x, f"{at}[{i}]", skip=("kind",)))
+        return tuple(out)
+    if isinstance(kind, tuple):  # an enumeration of allowed strings
+        if v not in kind or type(v) is not str:
+            raise _PcBadLiteral(at, f"one of {list(kind)}", v)
+        return v
+    check, text, convert = _PC_KINDS[kind]
+    if not check(v):
+        raise _PcBadLiteral(at, text, v)
+    return v if convert is None else convert(v)
+
+
+def _pc_decode_record(cls, lit, at, skip=()):
+    """One record from its literal, every field checked (Note [convention records])."""
+    if type(lit) is not dict:
+        raise _PcBadLiteral(at, f"a dict ({cls.__name__[2:]} record)", lit)
+    schema = cls._pc_schema
+    unknown = [k for k in lit if k not in schema and k not in skip]
+    if unknown:
+        raise _PcBadLiteral(f"{at}[{unknown[0]!r}]", f"no such field in {cls.__name__[2:]}",
+                            unknown[0])
+    values = {}
+    for name, kind in schema.items():
+        if name not in lit:
+            raise _PcBadLiteral(f"{at}[{name!r}]", f"a field of {cls.__name__[2:]}", "missing")
+        values[name] = _pc_decode_field(kind, lit[name], f"{at}[{name!r}]")
+    return cls(**values)
+
+
+def _pc_decode(meta, Err=None):
+    """The PcConvention in an artifact's metadata literal; any malformed field, at any depth,
+    is a PrecompileError (invariant 7) naming it."""
+    Err = Err or PrecompileError
+    try:
+        if type(meta) is not dict:
+            raise _PcBadLiteral("_PC_META", "a dict", meta)
+        conv = _pc_decode_record(PcConvention, meta, "_PC_META", skip=_PC_HEADER)
+        _pc_check_references(conv)
+    except _PcBadLiteral as e:
+        actual = repr(e.actual)
+        raise Err("the artifact's metadata is malformed", invariant=7, stage="load",
+                  where=e.at, expected=e.expected,
+                  actual=actual if len(actual) <= 80 else actual[:77] + "...",
+                  hint="load the python_code exactly as precompile returned it (or the NAME.py "
+                       "file saved next to NAME.cache); precompile again if it was edited"
+                  ) from None
+    return conv
+
+
+def _pc_check_references(conv):
+    """Indices between the records point where they must (graph inputs, module tensors)."""
+    n_in = len(conv.inputs)
+    n_tensors = 0
+    for i, a in enumerate(conv.args):
+        if isinstance(a, PcModuleArg):
+            if a.n_params > len(a.names):
+                raise _PcBadLiteral(f"_PC_META['args'][{i}]['n_params']",
+                                    f"<= {len(a.names)} (the number of names)", a.n_params)
+            n_tensors += len(a.names)
+        elif isinstance(a, PcTensorArg):
+            _pc_check_same_as(a.same_as, n_tensors, f"_PC_META['args'][{i}]")
+            n_tensors += a.same_as < 0
+        elif isinstance(a, PcPytreeArg):
+            for j, lf in enumerate(a.leaves):
+                _pc_check_same_as(lf.same_as, n_tensors,
+                                  f"_PC_META['args'][{i}]['leaves'][{j}]")
+                n_tensors += lf.tensor and lf.same_as < 0
+    if n_tensors != n_in:
+        raise _PcBadLiteral("_PC_META['inputs']", f"{n_tensors} inputs (as the arguments say)",
+                            f"{n_in} inputs")
+    for name in ("mutations", "grads"):
+        for j, w in enumerate(getattr(conv, name)):
+            if w.input >= n_in:
+                raise _PcBadLiteral(f"_PC_META[{name!r}][{j}]['input']", f"< {n_in}", w.input)
+    for j, o in enumerate(conv.outputs):
+        if isinstance(o, (PcInputOut, PcAliasOut)) and o.index >= n_in:
+            raise _PcBadLiteral(f"_PC_META['outputs'][{j}]['index']", f"< {n_in}", o.index)
+    for j, i in enumerate(conv.unread):
+        if i >= n_in:
+            raise _PcBadLiteral(f"_PC_META['unread'][{j}]", f"< {n_in}", i)
+
+
+def _pc_check_same_as(same_as, n_before, at):
+    if not -1 <= same_as < n_before:
+        raise _PcBadLiteral(f"{at}['same_as']", f"-1 or an earlier graph input (< {n_before})",
+                            same_as)
+
+
+# ---------------------------------------------------------------------------------------------
+# Container structure as a literal.
+#
+# Note [tree literal]
+#   fn's arguments and result are pytrees. Their structure is carried as a literal of nested
+#   nodes, {"type": ..., "children": [...]} plus "keys" (dicts) or "module"/"name"/"fields"
+#   (namedtuples); {"type": "leaf"} is a leaf and {"type": "pytree", "dumps": ...} a subtree
+#   of another registered container type in torch's own serialized form. A namedtuple is
+#   found again by module and qualified name at load (importing its module if needed), so a
+#   result is rebuilt with the user's own class and an argument's class is checked by
+#   identity, as eager would see them. The driver turns a literal back into a TreeSpec by
+#   building a stand-in structure and flattening it, which needs nothing but tree_flatten.
+
+_PC_TREE_TYPES = ("leaf", "None", "tuple", "list", "dict", "OrderedDict", "namedtuple",
+                  "pytree")
+
+
+def _pc_is_tree(v, depth=0):
+    if type(v) is not dict or depth > 200 or type(v.get("type")) is not str:
+        return False
+    t = v["type"]
+    if t in ("leaf", "None"):
+        return len(v) == 1
+    if t == "pytree":
+        return set(v) == {"type", "dumps"} and type(v["dumps"]) is str
+    children = v.get("children")
+    if t not in _PC_TREE_TYPES or type(children) is not list:
+        return False
+    if t in ("tuple", "list"):
+        extra_ok = set(v) == {"type", "children"}
+    elif t in ("dict", "OrderedDict"):
+        keys = v.get("keys")
+        extra_ok = (set(v) == {"type", "children", "keys"} and type(keys) is list
+                    and len(keys) == len(children) and all(_pc_is_value(k) for k in keys))
+    else:
+        fields = v.get("fields")
+        extra_ok = (set(v) == {"type", "children", "module", "name", "fields"}
+                    and type(v.get("module")) is str and type(v.get("name")) is str
+                    and type(fields) is list and all(type(f) is str for f in fields)
+                    and len(fields) == len(children))
+    return extra_ok and all(_pc_is_tree(c, depth + 1) for c in children)
+
+
+def _pc_find_class(module, name):
+    """A class by module and qualified name (the module is imported if it is not yet)."""
+    mod = _pc_sys.modules.get(module)
+    if mod is None:
+        import importlib
+        try:
+            mod = importlib.import_module(module)
+        except Exception:  # noqa: BLE001 - reported by the caller as "not found"
+            return None
+    obj = mod
+    for part in name.split("."):
+        obj = getattr(obj, part, None)
+    return obj
+
+
+def _pc_tree_stand_in(lit, Err):
+    """A structure of zeros with the literal's structure (Note [tree literal])."""
+    t = lit["type"]
+    if t == "leaf":
+        return 0
+    if t == "None":
+        return None
+    if t == "pytree":
+        spec = _pc_pytree.treespec_loads(lit["dumps"])
+        return _pc_pytree.tree_unflatten([0] * spec.num_leaves, spec)
+    children = [_pc_tree_stand_in(c, Err) for c in lit["children"]]
+    if t == "tuple":
+        return tuple(children)
+    if t == "list":
+        return children
+    if t == "dict":
+        return dict(zip(lit["keys"], children))
+    if t == "OrderedDict":
+        import collections
+        return collections.OrderedDict(zip(lit["keys"], children))
+    cls = _pc_find_class(lit["module"], lit["name"])
+    if not (isinstance(cls, type) and issubclass(cls, tuple)
+            and tuple(getattr(cls, "_fields", ())) == tuple(lit["fields"])):
+        raise Err(f"the namedtuple {lit['name']} this artifact was captured with is not "
+                  "defined here", invariant=7, stage="load",
+                  where=f"{lit['module']}.{lit['name']}",
+                  expected=f"a namedtuple with fields {lit['fields']}",
+                  actual="not found" if cls is None else repr(cls)[:80],
+                  hint=f"import or define {lit['name']} (in module {lit['module']}) with the "
+                       "same fields before loading the artifact")
+    return cls(*children)
+
+
+def _pc_treespec(lit, Err):
+    """The TreeSpec of a tree literal."""
+    return _pc_pytree.tree_flatten(_pc_tree_stand_in(lit, Err))[1]
+
+
+def _pc_value(v):
+    """A baked literal to its Python value (dtypes and devices are tagged lists)."""
+    if type(v) is list and v[0] == "__torch.dtype__":
         return getattr(_pc_torch, v[1])
-    if isinstance(v, list) and len(v) == 2 and v[0] == "__torch.device__":
+    if type(v) is list and v[0] == "__torch.device__":
         return _pc_torch.device(v[1])
     return v
 
@@ -220,300 +706,614 @@ def _pc_batch_guard(flat):
         return None
 
 
-def _pc_make_forward(meta, graph_call, error_class=None):
-    """Build the artifact's forward(*args) from its metadata and its compiled graph."""
-    Err = error_class or PrecompileError
-    inputs = meta["inputs"]
-    check_strides = meta["check_strides"]
-    fn_name = meta["fn_name"]
+# ---------------------------------------------------------------------------------------------
+# The call plan: the convention decoded once into what the per-call stages read.
 
-    # Per graph input: (where, shape-or-None, dtype, device, stride-or-None, spec).
-    # A shape of None means "some dims are dynamic": checked dim by dim.
+_PC_TENSOR, _PC_MODULE, _PC_PYTREE, _PC_CONST, _PC_SAME = 0, 1, 2, 3, 4  # argument codes
+_PC_OUT_GRAPH, _PC_OUT_INPUT, _PC_OUT_ALIAS, _PC_OUT_CONST = 0, 1, 2, 3
+
+
+@_pc_record
+class _PcCheck:
+    """What one graph input must be at a call."""
+
+    where: str
+    spec: object  # its PcTensorInput
+    shape: object  # torch.Size; None when a dim is dynamic (then checked dim by dim)
+    dtype: object  # torch.dtype
+    device: object  # torch.device
+    stride: object  # tuple; None where strides are not checked
+    order: object  # dynamic dims: the example's dims outer to inner, for its layout; or None
+
+
+@_pc_record
+class _PcPlan:
+    """Everything the per-call stages read, decoded from the convention once at load."""
+
+    fn_name: str
+    Err: type
+    nargs: int
+    codes: tuple  # per argument: _PC_TENSOR / _PC_MODULE / _PC_PYTREE / _PC_CONST
+    payloads: tuple  # per argument: PcModuleArg, (TreeSpec, leaves), baked value, same_as
+    paths: tuple  # per argument: its name
+    checks: tuple  # _PcCheck per graph input
+    fast: tuple  # per input (shape, dtype, device-or-True, stride-or-None); () if dynamic
+    dynamic: bool
+    all_cpu: bool
+    check_strides: bool
+    constants: list  # tensors passed after the inputs
+    mutations: tuple  # (input, output)
+    grads: tuple  # (input, output)
+    out_spec: object  # TreeSpec of fn's result
+    outs: tuple  # per result leaf: (code, index or value, (size, stride, offset) or None)
+    single_out: int  # graph output index when fn's result is that one tensor, else -1
+    device_types: tuple
+    reuse_flat: bool  # nothing reads `flat` after the graph call (it empties its list)
+    read: object  # tuple of the graph inputs the compiled graph takes; None: all of them
+    distinct: tuple  # (input, is mutated): must not share memory with each other at a call
+    same_size: tuple  # (shape id, ((input, dim), ...)): dynamic dims that share one size
+
+
+class _PcState:
+    """Per-artifact state the calls share: module structure plans and the batch guard."""
+
+    __slots__ = ("module_plans", "guard", "rebuilds")
+
+    def __init__(self, nargs):
+        # per module argument: None until the first call, False where the model's classes
+        # customise the walk (Note [module structure cache])
+        self.module_plans = [None] * nargs
+        # _pc_batch_guard: built from the inputs of a call the full checks accepted; rebuilt
+        # when a later accepted call differs in what only it looks at (e.g. requires_grad),
+        # at most a few times, then the Python checks alone
+        self.guard = None
+        self.rebuilds = 8
+
+
+def _pc_load_failure(Err, where, expected, actual):
+    return Err("the artifact's metadata is malformed", invariant=7, stage="load", where=where,
+               expected=expected, actual=actual,
+               hint="load the python_code exactly as precompile returned it; precompile again "
+                    "if it was edited")
+
+
+def _pc_dtype(name, Err, where):
+    dt = getattr(_pc_torch, name, None) if name.isidentifier() else None
+    if not isinstance(dt, _pc_torch.dtype):
+        raise _pc_load_failure(Err, where, "a torch dtype name", name)
+    return dt
+
+
+def _pc_device(name, Err, where):
+    try:
+        return _pc_torch.device(name)
+    except (RuntimeError, ValueError):
+        raise _pc_load_failure(Err, where, "a torch device", name) from None
+
+
+def _pc_dense_order(shape, stride):
+    """The dims of a dense layout, outer to inner (the example's memory format: contiguous,
+    channels_last, a transpose); None when the layout is not dense."""
+    order = tuple(sorted(range(len(shape)), key=lambda d: (-stride[d], d)))
+    return order if _pc_dense_strides(shape, order) == _pc_strides_of(shape, stride) else None
+
+
+def _pc_dense_strides(shape, order):
+    """The strides of a dense tensor of `shape` laid out in `order`, size-1 dims as None
+    (their stride is never read)."""
+    out = [None] * len(shape)
+    step = 1
+    for d in reversed(order):
+        out[d] = step if shape[d] != 1 else None
+        step *= shape[d]
+    return out
+
+
+def _pc_strides_of(shape, stride):
+    return [None if n == 1 else st for n, st in zip(shape, stride)]
+
+
+def _pc_input_checks(conv, Err):
     checks = []
-    for spec in inputs:
-        dyn = {int(d): b for d, b in spec.get("dynamic", {}).items()}
-        shape = None if dyn else _pc_torch.Size(spec["shape"])
-        stride = tuple(spec["stride"]) if (check_strides and not dyn) else None
-        checks.append((spec["where"], shape, getattr(_pc_torch, spec["dtype"]),
-                       _pc_torch.device(spec["device"]), stride, spec, dyn))
-    # The hot-path form of the same checks: one tuple per input, compared in one go with
-    # (t.shape, t.dtype, device, stride) -- device is t.is_cpu when every input is on the
-    # CPU (exact there, and cheaper than building t.device), the stride None for the eager
-    # backend. Only used when no input has a dynamic dim; any mismatch re-runs the full
-    # checks, which raise the precise error.
-    has_dynamic = any(c[1] is None for c in checks)
-    all_cpu = all(c[3].type == "cpu" for c in checks)
-    fast_checks = [(tuple(shape), dtype, True if all_cpu else device, stride)
-                   for _, shape, dtype, device, stride, _, _ in checks] if not has_dynamic else []
+    for k, s in enumerate(conv.inputs):
+        at = f"_PC_META['inputs'][{k}]"
+        layout = conv.check_strides and k not in conv.unread  # invariant 6
+        checks.append(_PcCheck(
+            where=s.where, spec=s, shape=None if s.dynamic else _pc_torch.Size(s.shape),
+            dtype=_pc_dtype(s.dtype, Err, at + "['dtype']"),
+            device=_pc_device(s.device, Err, at + "['device']"),
+            stride=s.stride if (layout and not s.dynamic) else None,
+            order=((_pc_dense_order(s.shape, s.stride) or tuple(range(len(s.shape))))
+                   if (layout and s.dynamic) else None)))
+    return tuple(checks)
 
-    constants = [
-        _pc_torch.tensor(c["data"], dtype=getattr(_pc_torch, c["dtype"]),
-                         device=c["device"]).reshape(c["shape"])
-        for c in meta["constants"]
-    ]
 
-    # Per positional argument: what it is and how it becomes graph inputs.
-    arg_plan = []
-    for a in meta["args"]:
-        kind = a["kind"]
-        if kind == "module":
-            arg_plan.append((kind, a["path"], tuple(a["names"]), a["n_params"],
-                             a.get("training")))
-        elif kind == "pytree":
-            leaves = [(lf["kind"], _pc_decode_const(lf.get("value"))) for lf in a["leaves"]]
-            arg_plan.append((kind, a["path"], _pc_pytree.treespec_loads(a["spec"]), leaves,
-                             a["leaf_paths"]))
-        elif kind == "const":
-            arg_plan.append((kind, a["path"], _pc_decode_const(a["value"])))
-        else:  # "tensor"
-            arg_plan.append((kind, a["path"]))
-    nargs = len(arg_plan)
-    plan_tensors = _pc_plan_tensors
-    module_plan = _pc_module_plan
+def _pc_arg_payloads(conv, Err):
+    codes, payloads = [], []
+    for k, a in enumerate(conv.args):
+        at = f"_PC_META['args'][{k}]"
+        try:
+            if isinstance(a, PcModuleArg):
+                codes.append(_PC_MODULE)
+                payloads.append(a)
+            elif isinstance(a, PcTensorArg):
+                codes.append(_PC_TENSOR if a.same_as < 0 else _PC_SAME)
+                payloads.append(a.same_as)
+            elif isinstance(a, PcConstArg):
+                codes.append(_PC_CONST)
+                payloads.append(_pc_value(a.value))
+            else:
+                codes.append(_PC_PYTREE)
+                leaves = tuple((lf.path, lf.tensor, _pc_value(lf.value), lf.same_as)
+                               for lf in a.leaves)
+                payloads.append((_pc_treespec(a.spec, Err), leaves))
+        except Err:
+            raise
+        except Exception as e:  # noqa: BLE001 - an edited literal: invariant 7, named
+            raise _pc_load_failure(Err, at, "a decodable argument", f"{type(e).__name__}: "
+                                   f"{str(e)[:120]}") from e
+    return tuple(codes), tuple(payloads)
 
-    mutations = [tuple(m) for m in meta["mutations"]]
-    grads = [tuple(g) for g in meta["grads"]]
-    out_meta = meta["outputs"]
-    out_spec = _pc_pytree.treespec_loads(out_meta["spec"])
-    out_leaves = []
-    for lf in out_meta["leaves"]:
-        k = lf["kind"]
-        if k == "graph":
-            out_leaves.append((0, lf["index"], None))
-        elif k == "input":
-            out_leaves.append((1, lf["index"], None))
-        elif k == "alias":
-            out_leaves.append((2, lf["index"], (lf["size"], lf["stride"], lf["offset"])))
+
+def _pc_output_plan(conv):
+    outs = []
+    for o in conv.outputs:
+        if isinstance(o, PcGraphOut):
+            outs.append((_PC_OUT_GRAPH, o.index, None))
+        elif isinstance(o, PcInputOut):
+            outs.append((_PC_OUT_INPUT, o.index, None))
+        elif isinstance(o, PcAliasOut):
+            outs.append((_PC_OUT_ALIAS, o.index, (o.size, o.stride, o.offset)))
         else:
-            out_leaves.append((3, _pc_decode_const(lf["value"]), None))
-    single_graph_output = (out_spec.is_leaf() and len(out_leaves) == 1
-                           and out_leaves[0][0] == 0)
-    device_types = sorted({_pc_torch.device(s["device"]).type for s in inputs} or {"cpu"})
-    single_device_type = len(device_types) == 1
-    is_autocast_enabled = _pc_torch.is_autocast_enabled
-    # torch.no_grad() is exactly "remember is_grad_enabled(), set it False, restore it":
-    # done inline (try/finally) it costs a tenth of the context manager (grad_mode.py).
-    is_grad_enabled = _pc_torch.is_grad_enabled
-    set_grad_enabled = _pc_torch._C._set_grad_enabled
-    Tensor = _pc_torch.Tensor
-    tensor_types = {Tensor, _pc_torch.nn.Parameter}  # exact types: skip isinstance
-    Module = _pc_torch.nn.Module
-    # the graph's `call` empties the list it is given (Inductor frees inputs early): pass
-    # `flat` itself only when nothing reads it afterwards
-    reuse_flat = not (constants or mutations or grads
-                      or any(k in (1, 2) for k, _, _ in out_leaves))
-    # one structure plan per module argument (Note [module structure cache]); None until
-    # the first call, False where the model's classes customise the walk
-    plans = [None] * nargs
-    # The batch guard (_pc_batch_guard): built from the inputs of a call the full checks
-    # accepted; rebuilt when a later accepted call differs in what only it looks at (e.g.
-    # requires_grad), at most a few times, then the Python checks alone.
-    guard = [None, 8]  # [check or None, rebuilds left]
-    n_inputs = len(checks)  # the guard raises (TypeError) on another count
+            outs.append((_PC_OUT_CONST, _pc_value(o.value), None))
+    return tuple(outs)
 
-    def input_table(flat):
-        # every graph input, expected vs actual: the explorer marks the rows that differ
-        rows = []
-        for j, x in enumerate(flat):
-            sj = checks[j][5]
-            exp = (f"shape={_pc_shape_str(sj)} dtype={sj['dtype']} device={sj['device']}"
-                   + (f" stride={sj['stride']}" if checks[j][4] is not None else ""))
-            act = _pc_describe(x) if isinstance(x, Tensor) else type(x).__name__
-            ok = (isinstance(x, Tensor) and x.dtype == checks[j][2]
-                  and x.device == checks[j][3]
-                  and (checks[j][1] is None or x.shape == checks[j][1])
-                  and (checks[j][4] is None or x.stride() == checks[j][4]))
-            rows.append({"where": checks[j][0], "expected": exp, "actual": act,
-                         "mismatch": not ok})
-        return rows
 
-    def fail_tensor(i, t, flat=None):
-        where, shape, dtype, device, stride, spec, dyn = checks[i]
-        if not isinstance(t, Tensor):
-            raise Err(f"{fn_name}: {where} must be a tensor", invariant=6, stage="call",
-                      where=where, expected="torch.Tensor", actual=type(t).__name__,
-                      hint="pass the same kind of value as at capture")
-        exp = (f"shape={_pc_shape_str(spec)} dtype={spec['dtype']} device={spec['device']}"
-               + (f" stride={spec['stride']}" if stride is not None else ""))
-        if t.dtype != dtype or t.device != device:
-            inv, what, hint = 6, "dtype or device differs from the example", (
-                f"convert it: {where}.to(device='{spec['device']}', "
-                f"dtype=torch.{spec['dtype']}), or precompile again with such an example")
-        elif stride is not None and t.shape == shape:
-            inv, what, hint = 6, "memory layout (strides) differs from the example", (
-                "the inductor artifact is specialized to the example's layout: pass "
-                f"{where}.contiguous() (or the example's memory format), or use "
-                "backend='eager' which accepts any layout")
-        elif spec.get("kind") in ("param", "buffer"):
-            inv, what = 2, "a model parameter/buffer has another shape than when traced"
-            hint = ("build the model with the same configuration as at capture and load "
-                    "your weights into it")
+def _pc_call_plan(conv, Err):
+    """The per-call plan of a decoded convention (load-time work, done once)."""
+    checks = _pc_input_checks(conv, Err)
+    codes, payloads = _pc_arg_payloads(conv, Err)
+    outs = _pc_output_plan(conv)
+    try:
+        out_spec = _pc_treespec(conv.out_spec, Err)
+        constants = [_pc_torch.tensor(c.data, dtype=_pc_dtype(c.dtype, Err, "constant"),
+                                      device=c.device).reshape(c.shape)
+                     for c in conv.constants]
+    except Err:
+        raise
+    except Exception as e:  # noqa: BLE001 - an edited literal: invariant 7, named
+        raise _pc_load_failure(Err, "_PC_META['out_spec'] / ['constants']", "decodable",
+                               f"{type(e).__name__}: {str(e)[:120]}") from e
+    dynamic = any(c.shape is None for c in checks)
+    all_cpu = all(c.device.type == "cpu" for c in checks)
+    mutations = tuple((w.input, w.output) for w in conv.mutations)
+    grads = tuple((w.input, w.output) for w in conv.grads)
+    unread = set(conv.unread)
+    return _PcPlan(
+        fn_name=conv.fn_name, Err=Err, nargs=len(codes), codes=codes, payloads=payloads,
+        paths=tuple(a.path for a in conv.args), checks=checks,
+        fast=() if dynamic else tuple((tuple(c.shape), c.dtype, True if all_cpu else c.device,
+                                       c.stride) for c in checks),
+        dynamic=dynamic, all_cpu=all_cpu, check_strides=conv.check_strides,
+        constants=constants, mutations=mutations, grads=grads, out_spec=out_spec, outs=outs,
+        single_out=(outs[0][1] if out_spec.is_leaf() and len(outs) == 1
+                    and outs[0][0] == _PC_OUT_GRAPH else -1),
+        device_types=tuple(sorted({c.device.type for c in checks} or {"cpu"})),
+        reuse_flat=not (constants or mutations or grads or unread
+                        or any(o[0] in (_PC_OUT_INPUT, _PC_OUT_ALIAS) for o in outs)),
+        read=tuple(i for i in range(len(checks)) if i not in unread) if unread else None,
+        distinct=_pc_distinct(conv), same_size=_pc_same_size(conv))
+
+
+def _pc_distinct(conv):
+    """Note [aliased inputs at a call]: a compiled graph that writes into an input assumes
+    it shares no memory with another input, as at capture (where one tensor passed twice
+    became one input). So when it mutates inputs, the mutated ones and the user's tensors
+    are checked for shared memory on every call; reads alone are safe and not checked."""
+    mutated = {w.input for w in conv.mutations}
+    if not mutated:
+        return ()
+    return tuple((i, i in mutated) for i, s in enumerate(conv.inputs)
+                 if i in mutated or s.kind == "input")
+
+
+def _pc_same_size(conv):
+    groups = {}
+    for i, s in enumerate(conv.inputs):
+        for d, sid in s.shape_ids.items():
+            groups.setdefault(sid, []).append((i, d))
+    return tuple((sid, tuple(dims)) for sid, dims in groups.items() if len(dims) > 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Stage 1 of a call: arguments -> graph inputs
+
+
+def _pc_flatten(p, st, args):
+    """The graph inputs of one call: model tensors, tensor arguments and container leaves,
+    in the captured order; baked values are compared with the captured ones."""
+    if len(args) != p.nargs:
+        raise p.Err(f"{p.fn_name}: takes {p.nargs} positional arguments, got {len(args)}",
+                    invariant=3, stage="call", where="arguments", expected=p.nargs,
+                    actual=len(args), hint="call it as at capture, positionally")
+    flat = []
+    codes = p.codes
+    for k, a in enumerate(args):
+        code = codes[k]
+        if code == _PC_TENSOR:
+            flat.append(a)
+        elif code == _PC_MODULE:
+            plan = st.module_plans[k]
+            tensors = _pc_plan_tensors(a, plan) if plan else None
+            if tensors is None or (p.payloads[k].training is not None
+                                   and a.training != p.payloads[k].training):
+                tensors = _pc_module_tensors(p, st, k, a)
+            flat += tensors
+        elif code == _PC_PYTREE:
+            _pc_pytree_tensors(p, k, a, flat)
+        elif code == _PC_SAME:
+            if a is not flat[p.payloads[k]]:
+                _pc_not_same(p, p.paths[k], p.payloads[k], a)
         else:
-            inv, what = 3, "shape differs from the example"
-            hint = ("shapes are specialized at capture: pass the example's shape, or mark the "
-                    "dimension dynamic with torch._dynamo.decorators.mark_unbacked(t, dim) "
-                    "before precompile (inductor backend)")
-            if dyn:
-                hint = ("only the dims marked dynamic may vary, within their bounds; "
-                        + hint)
-        raise Err(f"{fn_name}: {where}: {what}", invariant=inv, stage="call", where=where,
-                  expected=exp, actual=_pc_describe(t), hint=hint,
-                  extra={"inputs": input_table(flat)} if flat is not None else None)
+            want = p.payloads[k]
+            if type(a) is not type(want) or a != want:
+                _pc_baked_differs(p, p.paths[k], want, a)
+    return flat
 
-    def check_all(flat):
-        for i, t in enumerate(flat):
-            c = checks[i]
-            if c[1] is None:
-                check_dynamic(i, t)
-            elif (not isinstance(t, Tensor) or t.shape != c[1] or t.dtype != c[2]
-                  or t.device != c[3] or (c[4] is not None and t.stride() != c[4])):
-                fail_tensor(i, t, flat)
 
-    def check_dynamic(i, t):
-        where, _, dtype, device, _, spec, dyn = checks[i]
-        if t.dtype != dtype or t.device != device or t.dim() != len(spec["shape"]):
-            fail_tensor(i, t)
-        for d, n in enumerate(t.shape):
-            if d in dyn:
-                lo, hi = dyn[d]
-                if (lo is not None and n < lo) or (hi is not None and n > hi):
-                    raise Err(f"{fn_name}: {where}: dynamic dim {d} out of its bounds",
-                              invariant=3, stage="call", where=f"{where}.shape[{d}]",
-                              expected=f"{lo} <= size <= {hi}", actual=n,
-                              hint="pass a size inside the bounds given to mark_unbacked")
-            elif n != spec["shape"][d]:
-                fail_tensor(i, t)
-        if check_strides and not t.is_contiguous():
-            # invariant 6: with dynamic dims we specialize to contiguous layout
-            raise Err(f"{fn_name}: {where}: memory layout differs from the example",
-                      invariant=6, stage="call", where=where, expected="contiguous",
-                      actual=_pc_describe(t), hint=f"pass {where}.contiguous()")
+def _pc_module_tensors(p, st, k, m):
+    """A model's parameters then buffers (invariant 2) by the full walk, which raises the
+    precise error; remembers the model's structure for the next calls' fast path
+    (Note [module structure cache])."""
+    tensors = _pc_module_walk(p, p.payloads[k], m)
+    if st.module_plans[k] is not False:  # False: this model class customises the walk
+        st.module_plans[k] = _pc_module_plan(m) or False
+    return tensors
 
-    def flatten_module(path, names, n_params, training, m):
-        if not isinstance(m, Module):
-            raise Err(f"{fn_name}: {path} must be an nn.Module", invariant=2, stage="call",
-                      where=path, expected="torch.nn.Module", actual=type(m).__name__,
-                      hint="pass the model (the same architecture as at capture)")
-        named = list(m.named_parameters()) + list(m.named_buffers())
-        if len(named) != len(names) or any(n != e for (n, _), e in zip(named, names)):
-            got = [n for n, _ in named]
-            diff = next((k for k, (a, b) in enumerate(zip(names, got)) if a != b),
-                        min(len(names), len(got)))
-            raise Err(f"{fn_name}: {path}: the model's parameters/buffers differ from the "
-                      "traced model", invariant=2, stage="call", where=path,
-                      expected=f"{len(names)} entries, #{diff} = "
-                               f"{names[diff] if diff < len(names) else '(end)'}",
-                      actual=f"{len(got)} entries, #{diff} = "
-                             f"{got[diff] if diff < len(got) else '(end)'}",
-                      hint="build the model exactly as at capture (same class, config and "
-                           "weight tying) and load your weights into it")
-        if training is not None and m.training != training:
-            raise Err(f"{fn_name}: {path}: train/eval mode differs from the traced model",
-                      invariant=3, stage="call", where=f"{path}.training",
-                      expected=training, actual=m.training,
-                      hint=f"call {path}.{'train' if training else 'eval'}() first, or "
-                           "precompile the other mode too")
-        return [t for _, t in named]
+
+def _pc_module_walk(p, arg, m):
+    """named_parameters() + named_buffers() of `m`, checked against the traced names."""
+    Err, path, names = p.Err, arg.path, arg.names
+    if not isinstance(m, _pc_torch.nn.Module):
+        raise Err(f"{p.fn_name}: {path} must be an nn.Module", invariant=2, stage="call",
+                  where=path, expected="torch.nn.Module", actual=type(m).__name__,
+                  hint="pass the model (the same architecture as at capture)")
+    named = list(m.named_parameters()) + list(m.named_buffers())
+    if len(named) != len(names) or any(n != e for (n, _), e in zip(named, names)):
+        got = [n for n, _ in named]
+        at = next((j for j, (a, b) in enumerate(zip(names, got)) if a != b),
+                  min(len(names), len(got)))
+        entry = lambda ns: ns[at] if at < len(ns) else "(end)"  # noqa: E731
+        raise Err(f"{p.fn_name}: {path}: the model's parameters/buffers differ from the "
+                  "traced model", invariant=2, stage="call", where=path,
+                  expected=_PcFields(entries=len(names), at=at, name=entry(names)),
+                  actual=_PcFields(entries=len(got), at=at, name=entry(got)),
+                  hint="build the model exactly as at capture (same class, config and weight "
+                       "tying) and load your weights into it")
+    if arg.training is not None and m.training != arg.training:
+        raise Err(f"{p.fn_name}: {path}: train/eval mode differs from the traced model",
+                  invariant=3, stage="call", where=f"{path}.training",
+                  expected=arg.training, actual=m.training,
+                  hint=f"call {path}.{'train' if arg.training else 'eval'}() first, or "
+                       "precompile the other mode too")
+    return [t for _, t in named]
+
+
+def _pc_pytree_tensors(p, k, a, flat):
+    """A container argument's tensor leaves onto `flat`; its structure and baked leaves are
+    compared with the captured ones."""
+    spec, leaves = p.payloads[k]
+    values, got = _pc_pytree.tree_flatten(a)
+    if got != spec:
+        raise p.Err(f"{p.fn_name}: {p.paths[k]}: structure differs from the example",
+                    invariant=3, stage="call", where=p.paths[k], expected=str(spec),
+                    actual=str(got),
+                    hint="pass the same nesting of lists/tuples/dicts as at capture")
+    for (path, is_tensor, want, same_as), leaf in zip(leaves, values):
+        if same_as >= 0:
+            if leaf is not flat[same_as]:
+                _pc_not_same(p, path, same_as, leaf)
+        elif is_tensor:
+            flat.append(leaf)
+        elif type(leaf) is not type(want) or leaf != want:
+            _pc_baked_differs(p, path, want, leaf)
+
+
+def _pc_not_same(p, where, same_as, got):
+    first = p.checks[same_as].where
+    raise p.Err(f"{p.fn_name}: {where} must be the same tensor as {first}, as at capture",
+                invariant=4, stage="call", where=where, expected=f"the tensor passed as {first}",
+                actual="another tensor" if isinstance(got, _pc_torch.Tensor)
+                else type(got).__name__,
+                hint=f"pass {first} again as {where} (the artifact was captured with one tensor "
+                     "for both, and its in-place updates are seen through both), or "
+                     "precompile again with two distinct tensors")
+
+
+def _pc_baked_differs(p, where, want, got):
+    raise p.Err(f"{p.fn_name}: {where}: non-tensor value differs from the one baked at "
+                "capture", invariant=3, stage="call", where=where, expected=repr(want),
+                actual=repr(got),
+                hint="non-tensor inputs are baked: pass the captured value, or precompile "
+                     "again with the new one (or pass it as a tensor)")
+
+
+# ---------------------------------------------------------------------------------------------
+# Stage 2 of a call: check every graph input (invariants 2, 3, 6) before any kernel runs
+
+_PC_TENSOR_TYPES = {_pc_torch.Tensor, _pc_torch.nn.Parameter}  # exact types: skip isinstance
+
+
+def _pc_check(p, st, flat):
+    """Where the batch guard (tried first, in forward) is not armed or misses: the hot-path
+    tuple compare, else (or on any difference) the full checks, which raise the precise
+    error."""
+    if p.dynamic:
+        _pc_check_all(p, flat)
+        return
+    all_cpu, strides, Tensor = p.all_cpu, p.check_strides, _pc_torch.Tensor
+    for t, c in zip(flat, p.fast):
+        if not ((type(t) in _PC_TENSOR_TYPES or isinstance(t, Tensor))
+                and (t.shape, t.dtype, t.is_cpu if all_cpu else t.device,
+                     t.stride() if strides else None) == c):
+            _pc_check_all(p, flat)
+            break
+    if st.rebuilds > 0:  # accepted: guard the next calls with one C++ check
+        st.rebuilds -= 1
+        st.guard = _pc_batch_guard(flat)
+
+
+def _pc_check_all(p, flat):
+    for i, c in enumerate(p.checks):
+        t = flat[i]
+        if c.shape is None:
+            _pc_check_dynamic(p, i, t, flat)
+        elif (not isinstance(t, _pc_torch.Tensor) or t.shape != c.shape or t.dtype != c.dtype
+              or t.device != c.device or not _pc_layout_ok(c, t)):
+            _pc_fail_tensor(p, i, t, flat)
+    for sid, dims in p.same_size:
+        _pc_check_same_size(p, sid, dims, flat)
+
+
+def _pc_layout_ok(c, t):
+    """Invariant 6: the strides the kernels read. A size-1 dim's stride is never read, and
+    a dynamic input must keep the example's memory format (dense, same dim order)."""
+    if c.order is not None:
+        return _pc_dense_strides(t.shape, c.order) == _pc_strides_of(t.shape, t.stride())
+    if c.stride is None or t.stride() == c.stride:
+        return True
+    return all(n == 1 or a == b for n, a, b in zip(t.shape, t.stride(), c.stride))
+
+
+def _pc_check_same_size(p, sid, dims, flat):
+    sizes = [flat[i].shape[d] for i, d in dims]
+    if any(n != sizes[0] for n in sizes):
+        names = [f"{p.checks[i].where}.shape[{d}]" for i, d in dims]
+        raise p.Err(f"{p.fn_name}: dims that share the shape id {sid!r} have different sizes",
+                    invariant=3, stage="call", where=", ".join(names),
+                    expected=f"one size for shape id {sid!r}",
+                    actual=_PcFields(zip(names, sizes)),
+                    hint="pass tensors whose marked dims agree (they were marked with "
+                         f"mark_unbacked(..., shape_id={sid!r}))")
+
+
+def _pc_check_distinct(p, flat):
+    """Note [aliased inputs at a call]."""
+    seen = {}
+    for i, mutated in p.distinct:
+        t = flat[i]
+        key = t.untyped_storage().data_ptr()
+        if key == 0:  # no memory (an empty tensor)
+            continue
+        j = seen.setdefault(key, (i, mutated))
+        if j[0] != i and (mutated or j[1]):
+            a, b = p.checks[j[0]].where, p.checks[i].where
+            raise p.Err(f"{p.fn_name}: {a} and {b} share memory, and the artifact writes into "
+                        f"{a if j[1] else b}", invariant=4, stage="call", where=f"{a}, {b}",
+                        expected="tensors that share no memory, as at capture",
+                        actual="views of one storage",
+                        hint=f"pass a copy ({b}.clone()), or precompile with the same tensor "
+                             "for both if that is what the computation means")
+
+
+def _pc_check_dynamic(p, i, t, flat):
+    c = p.checks[i]
+    s = c.spec
+    if (not isinstance(t, _pc_torch.Tensor) or t.dtype != c.dtype or t.device != c.device
+            or t.dim() != len(s.shape)):
+        _pc_fail_tensor(p, i, t, flat)
+    for d, n in enumerate(t.shape):
+        if d in s.dynamic:
+            lo, hi = s.dynamic[d]
+            if (lo is not None and n < lo) or (hi is not None and n > hi):
+                raise p.Err(f"{p.fn_name}: {c.where}: dynamic dim {d} out of its bounds",
+                            invariant=3, stage="call", where=f"{c.where}.shape[{d}]",
+                            expected=f"{lo} <= size <= {hi}", actual=n,
+                            hint="pass a size inside the bounds given to mark_unbacked")
+        elif n != s.shape[d]:
+            _pc_fail_tensor(p, i, t, flat)
+    if not _pc_layout_ok(c, t):
+        raise p.Err(f"{p.fn_name}: {c.where}: memory layout differs from the example",
+                    invariant=6, stage="call", where=c.where,
+                    expected=_PcFields(layout=_pc_layout_name(c.order)),
+                    actual=_pc_actual_fields(t),
+                    hint=f"pass it in the example's memory format (e.g. {c.where}.contiguous() "
+                         "or .to(memory_format=torch.channels_last), as at capture)")
+
+
+def _pc_layout_name(order):
+    if order == tuple(range(len(order))):
+        return "contiguous"
+    return f"dense, dims outer to inner {list(order)}"
+
+
+def _pc_expected_fields(p, c):
+    s = c.spec
+    shape = [f"<dynamic {d}>" if d in s.dynamic else n for d, n in enumerate(s.shape)]
+    out = _PcFields(shape=shape, dtype=s.dtype, device=s.device)
+    if c.stride is not None:
+        out["stride"] = list(s.stride)
+    elif c.order is not None:
+        out["layout"] = _pc_layout_name(c.order)
+    return out
+
+
+def _pc_actual_fields(t):
+    if not isinstance(t, _pc_torch.Tensor):
+        return type(t).__name__
+    return _PcFields(shape=list(t.shape), dtype=str(t.dtype).replace("torch.", ""),
+                     device=str(t.device), stride=list(t.stride()))
+
+
+def _pc_mismatch(c, t):
+    """The fields of input `t` that differ from check `c` (empty: it passes)."""
+    if not isinstance(t, _pc_torch.Tensor):
+        return ["type"]
+    s = c.spec
+    shape_ok = (t.dim() == len(s.shape)
+                and all(d in s.dynamic or n == s.shape[d] for d, n in enumerate(t.shape)))
+    layout_ok = not shape_ok or _pc_layout_ok(c, t)
+    return [f for f, ok in (("shape", shape_ok), ("dtype", t.dtype == c.dtype),
+                            ("device", t.device == c.device),
+                            ("stride" if c.order is None else "layout", layout_ok)) if not ok]
+
+
+def _pc_input_table(p, flat):
+    """Every graph input, expected vs actual: the explorer marks the rows that differ."""
+    return [{"where": c.where, "expected": _pc_expected_fields(p, c),
+             "actual": _pc_actual_fields(t), "mismatch": _pc_mismatch(c, t)}
+            for c, t in zip(p.checks, flat)]
+
+
+def _pc_fail_tensor(p, i, t, flat):
+    c = p.checks[i]
+    where, s, Err = c.where, c.spec, p.Err
+    if not isinstance(t, _pc_torch.Tensor):
+        raise Err(f"{p.fn_name}: {where} must be a tensor", invariant=6, stage="call",
+                  where=where, expected="torch.Tensor", actual=type(t).__name__,
+                  hint="pass the same kind of value as at capture")
+    if t.dtype != c.dtype or t.device != c.device:
+        inv, what, hint = 6, "dtype or device differs from the example", (
+            f"convert it: {where}.to(device='{s.device}', dtype=torch.{s.dtype}), or "
+            "precompile again with such an example")
+    elif t.shape == c.shape and not _pc_layout_ok(c, t):
+        inv, what, hint = 6, "memory layout (strides) differs from the example", (
+            "the inductor artifact is specialized to the example's layout: pass "
+            f"{where}.contiguous() (or the example's memory format), or use backend='eager' "
+            "which accepts any layout")
+    elif s.kind in ("param", "buffer"):
+        inv, what = 2, "a model parameter/buffer has another shape than when traced"
+        hint = ("build the model with the same configuration as at capture and load your "
+                "weights into it")
+    else:
+        inv, what = 3, "shape differs from the example"
+        hint = ("shapes are specialized at capture: pass the example's shape, or mark the "
+                "dimension dynamic with torch._dynamo.decorators.mark_unbacked(t, dim) "
+                "before precompile (inductor backend)")
+        if s.dynamic:
+            hint = "only the dims marked dynamic may vary, within their bounds; " + hint
+    raise Err(f"{p.fn_name}: {where}: {what}", invariant=inv, stage="call", where=where,
+              expected=_pc_expected_fields(p, c), actual=_pc_actual_fields(t), hint=hint,
+              extra={"inputs": _pc_input_table(p, flat)})
+
+
+# ---------------------------------------------------------------------------------------------
+# Stages 3 and 4 of a call: run the graph, write back, rebuild the result
+
+
+_pc_is_grad_enabled = _pc_torch.is_grad_enabled
+_pc_set_grad_enabled = _pc_torch._C._set_grad_enabled
+_pc_is_autocast_enabled = _pc_torch.is_autocast_enabled
+
+
+def _pc_run(p, graph_call, flat):
+    """Call the compiled graph without autograd, then write mutations back (invariant 4) and
+    accumulate gradients like eager .backward() (invariant 5)."""
+    grad_was = _pc_is_grad_enabled()
+    _pc_set_grad_enabled(False)  # torch.no_grad() inline: a tenth of its cost
+    try:
+        if p.reuse_flat:
+            args = flat
+        elif p.read is None:
+            args = flat + p.constants
+        else:
+            args = [flat[i] for i in p.read] + p.constants
+        device_types = p.device_types
+        if (_pc_is_autocast_enabled(device_types[0]) if len(device_types) == 1
+                else any(_pc_is_autocast_enabled(d) for d in device_types)):
+            # ambient autocast would re-cast the graph's ops; the artifact is specialized
+            with _pc_torch.autocast(device_types[0], enabled=False):
+                outs = graph_call(args)
+        else:
+            outs = graph_call(args)
+        for i, o in p.mutations:
+            flat[i].copy_(outs[o])
+        for i, o in p.grads:
+            t = flat[i]
+            if t.grad is None:
+                t.grad = outs[o]
+            else:
+                t.grad += outs[o]
+    finally:
+        _pc_set_grad_enabled(grad_was)
+    return outs
+
+
+def _pc_rebuild(p, flat, outs):
+    """fn's result: graph outputs, inputs returned as they are, views of inputs rebuilt on
+    the runtime inputs (invariant 4: aliases stay aliases), and baked values."""
+    res = []
+    for code, v, view in p.outs:
+        if code == _PC_OUT_GRAPH:
+            res.append(outs[v])
+        elif code == _PC_OUT_INPUT:
+            res.append(flat[v])
+        elif code == _PC_OUT_ALIAS:
+            res.append(flat[v].as_strided(*view))
+        else:
+            res.append(v)
+    return _pc_pytree.tree_unflatten(res, p.out_spec)
+
+
+def _pc_call_failed(p, e):
+    """A call that passed every check and still failed inside the compiled graph or a
+    kernel (out of memory, a runtime assert of the graph, a broken tensor subclass)."""
+    import traceback
+    frames = traceback.extract_tb(e.__traceback__)
+    inner = frames[-1] if frames else None
+    return p.Err(f"{p.fn_name}: the compiled computation failed: {type(e).__name__}",
+                 stage="call",
+                 where=(f"{inner.filename}:{inner.lineno}: {(inner.line or '').strip()}"
+                        if inner else p.fn_name),
+                 expected="a call that runs once its inputs pass the checks",
+                 actual=f"{type(e).__name__}: {str(e).strip()[:300]}",
+                 hint="the chained exception has the original error; if it says out of "
+                      "memory, use smaller inputs; otherwise report it with the artifact")
+
+
+def _pc_make_forward(meta, graph_call, error_class=None):
+    """The artifact's forward(*args), from its metadata literal and its compiled graph."""
+    p = _pc_call_plan(_pc_decode(meta, error_class), error_class or PrecompileError)
+    st = _PcState(p.nargs)
+    single_out, n_inputs, distinct, Err = p.single_out, len(p.checks), p.distinct, p.Err
 
     def forward(*args):
-        if len(args) != nargs:
-            raise Err(f"{fn_name}: takes {nargs} positional arguments, got {len(args)}",
-                      invariant=3, stage="call", where="arguments", expected=nargs,
-                      actual=len(args), hint="call it as at capture, positionally")
-        flat = []
-        for k in range(nargs):
-            plan = arg_plan[k]
-            a = args[k]
-            kind = plan[0]
-            if kind == "tensor":
-                flat.append(a)
-            elif kind == "module":
-                mplan = plans[k]
-                tensors = plan_tensors(a, mplan) if mplan else None
-                if tensors is None:  # first call, or the structure changed: the full walk
-                    tensors = flatten_module(plan[1], plan[2], plan[3], plan[4], a)
-                    if mplan is not False:  # False: this model class customises the walk
-                        plans[k] = module_plan(a) or False
-                elif plan[4] is not None and a.training != plan[4]:
-                    flatten_module(plan[1], plan[2], plan[3], plan[4], a)  # raises
-                flat += tensors
-            elif kind == "pytree":
-                leaves, spec = _pc_pytree.tree_flatten(a)
-                if spec != plan[2]:
-                    raise Err(f"{fn_name}: {plan[1]}: structure differs from the example",
-                              invariant=3, stage="call", where=plan[1],
-                              expected=str(plan[2]), actual=str(spec),
-                              hint="pass the same nesting of lists/tuples/dicts as at capture")
-                for (lk, lv), leaf, lpath in zip(plan[3], leaves, plan[4]):
-                    if lk == "tensor":
-                        flat.append(leaf)
-                    elif type(leaf) is not type(lv) or leaf != lv:
-                        raise Err(f"{fn_name}: {lpath}: non-tensor value differs from the "
-                                  "one baked at capture", invariant=3, stage="call",
-                                  where=lpath, expected=repr(lv), actual=repr(leaf),
-                                  hint="non-tensor inputs are baked: pass the captured value, "
-                                       "or precompile again with the new one (or pass it as "
-                                       "a tensor)")
-            elif type(a) is not type(plan[2]) or a != plan[2]:
-                raise Err(f"{fn_name}: {plan[1]}: non-tensor value differs from the one baked "
-                          "at capture", invariant=3, stage="call", where=plan[1],
-                          expected=repr(plan[2]), actual=repr(a),
-                          hint="non-tensor inputs are baked: pass the captured value, or "
-                               "precompile again with the new one (or pass it as a tensor)")
-        if has_dynamic:
-            check_all(flat)
-        elif guard[0] is None or len(flat) != n_inputs or not guard[0](*flat):
-            for t, c in zip(flat, fast_checks):
-                if not ((type(t) in tensor_types or isinstance(t, Tensor))
-                        and (t.shape, t.dtype, t.is_cpu if all_cpu else t.device,
-                             t.stride() if check_strides else None) == c):
-                    check_all(flat)
-                    break
-            if guard[1] > 0:  # accepted: guard the next calls with one C++ check
-                guard[1] -= 1
-                guard[0] = _pc_batch_guard(flat)
-        grad_was = is_grad_enabled()
-        set_grad_enabled(False)
         try:
-            # Ambient autocast would re-cast the graph's ops: the artifact is specialized, so
-            # neutralise it (SPEC §4).
-            if (is_autocast_enabled(device_types[0]) if single_device_type
-                    else any(is_autocast_enabled(d) for d in device_types)):
-                with _pc_torch.autocast(device_types[0], enabled=False):
-                    outs = graph_call(flat if reuse_flat else flat + constants)
-            else:
-                outs = graph_call(flat if reuse_flat else flat + constants)
-            for i, o in mutations:
-                flat[i].copy_(outs[o])  # invariant 4: write mutations back
-            for i, o in grads:  # invariant 5: accumulate like eager .backward()
-                p = flat[i]
-                if p.grad is None:
-                    p.grad = outs[o]
-                else:
-                    p.grad += outs[o]
-        finally:
-            set_grad_enabled(grad_was)
-        if single_graph_output:
-            return outs[out_leaves[0][1]]
-        res = []
-        for k, v, extra in out_leaves:
-            if k == 0:
-                res.append(outs[v])
-            elif k == 1:
-                res.append(flat[v])
-            elif k == 2:
-                res.append(flat[v].as_strided(*extra))  # invariant 4: aliases stay aliases
-            else:
-                res.append(v)
-        return _pc_pytree.tree_unflatten(res, out_spec)
+            flat = _pc_flatten(p, st, args)
+            guard = st.guard  # all inputs in one C++ check, armed after an accepted call
+            # (it raises TypeError on another number of tensors: never hand it one)
+            if guard is None or len(flat) != n_inputs or not guard(*flat):
+                _pc_check(p, st, flat)
+            if distinct:
+                _pc_check_distinct(p, flat)
+            outs = _pc_run(p, graph_call, flat)
+            if single_out >= 0:
+                return outs[single_out]
+            return _pc_rebuild(p, flat, outs)
+        except Err:
+            raise
+        except Exception as e:  # noqa: BLE001 - every failure of a call is a PrecompileError
+            raise _pc_call_failed(p, e) from e
 
-    forward.__name__ = fn_name
-    forward.__qualname__ = fn_name
+    forward.__name__ = forward.__qualname__ = p.fn_name
     return forward
-
-
-def _pc_shape_str(spec):
-    dyn = spec.get("dynamic", {})
-    return "[" + ", ".join(
-        f"<dynamic {str(d)}>" if str(d) in dyn or d in dyn else str(n)
-        for d, n in enumerate(spec["shape"])) + "]"

@@ -230,14 +230,30 @@ def _same_bytes(path: str, data: bytes) -> bool:
         return f.read() == data
 
 
-def _write_atomic(dest: str, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(dest), prefix=".pcnb-", suffix=".tmp")
+def write_temp(directory: str | os.PathLike[str], prefix: str, data: bytes, *,
+               mode: int = 0o644, fsync: bool = False) -> str:
+    """`data` in a new temporary file in `directory` (removed again if writing fails): the
+    first half of an atomic write; the caller renames it into place. With `fsync`, the bytes
+    are on disk before it returns (store's crash-safe saves)."""
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=prefix, suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-        os.chmod(tmp, 0o755 if dest.endswith(".so") else 0o644)
+            if fsync:
+                f.flush()
+                os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return tmp
+
+
+def _write_atomic(dest: str, data: bytes) -> None:
+    tmp = write_temp(os.path.dirname(dest), ".pcnb-", data,
+                     mode=0o755 if dest.endswith(".so") else 0o644)
+    try:
         os.replace(tmp, dest)
     except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        os.unlink(tmp)
         raise

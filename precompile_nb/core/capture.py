@@ -8,6 +8,7 @@ It leaves the world as it found it: the trace runs on fake tensors, the RNG is r
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import inspect
@@ -22,7 +23,9 @@ from torch.utils import _pytree as pytree
 
 from . import _compat
 from .errors import PrecompileError, user_frame
-from .schemas import Captured, ConstantSpec, GraphNodeInfo, TensorSpec
+from .convention import (AliasOut, dense_order, find_class, ConstArg, Constant, ConstOut, Convention, GraphOut, Leaf,
+                         ModuleArg, PytreeArg, TensorArg, TensorInput, WriteBack)
+from .schemas import Captured, GraphNodeInfo
 
 # Constants created inside fn (torch.tensor([...])) are carried as literals up to this size;
 # anything larger is almost surely live data that should be an input (invariant 1).
@@ -117,18 +120,17 @@ def capture(fn: Callable, example_inputs: Sequence[Any], *,
     gm.recompile()
 
     fake_inputs = tuple(n.meta["val"] for n in gm.graph.nodes if n.op == "placeholder")
+    convention = Convention(
+        fn_name=_fn_name(fn), args=tuple(lifted.args), inputs=tuple(lifted.specs),
+        constants=tuple(constants), out_spec=tree_literal(state["out_spec"], "fn's result", P),
+        outputs=tuple(state["out_leaves"]), mutations=(), grads=tuple(state["grads"]),
+        check_strides=False, device_index=0)
     captured = Captured(
-        fn_name=_fn_name(fn),
+        convention=convention,
         graph=gm,
         tracing_mode=tracing_mode,
         fake_inputs=fake_inputs,
-        inputs=tuple(lifted.specs),
-        constants=tuple(constants),
-        args=tuple(lifted.args_meta),
-        out_spec=pytree.treespec_dumps(state["out_spec"]),
-        out_leaves=tuple(state["out_leaves"]),
         n_user_outputs=state["n_user_outputs"],
-        grads=tuple(state["grads"]),
         aliases=tuple(state["aliases"]),
         mutated=tuple(sorted(set(state["mutated"]) | _schema_mutated(gm))),
         baked=tuple(lifted.baked),
@@ -148,11 +150,22 @@ class _Lifted:
 
     def __init__(self) -> None:
         self.tensors: list[torch.Tensor] = []  # graph inputs, in order
-        self.specs: list[TensorSpec] = []
-        self.args_meta: list[dict[str, Any]] = []
+        self.specs: list[TensorInput] = []
+        self.args: list[Any] = []  # convention.Argument per positional argument
         self.baked: list[tuple[str, Any]] = []
         # per positional arg, how flat_fn rebuilds it from the traced tensors
         self.rebuild: list[tuple[str, Any]] = []
+        self.index: dict[int, int] = {}  # id(tensor) -> its graph input
+
+    def add_input(self, t: torch.Tensor, where: str, arg: int, P: Problems) -> int:
+        """Graph input of a user tensor; one tensor passed twice is one input (invariant 4:
+        an in-place update through one is seen through the other, as in eager)."""
+        if id(t) in self.index:
+            return self.index[id(t)]
+        self.index[id(t)] = len(self.tensors)
+        self.tensors.append(t)
+        self.specs.append(_tensor_spec(t, where, "input", arg, P))
+        return len(self.tensors) - 1
 
 
 def _arg_names(fn: Callable, n: int) -> list[str]:
@@ -183,12 +196,51 @@ def _fn_name(fn: Callable) -> str:
     return "fn" if name == "<lambda>" else name
 
 
-def _tensor_spec(t: torch.Tensor, where: str, kind: str, arg: int) -> TensorSpec:
-    dynamic = _compat.unbacked_marks(t) if kind == "input" else {}
-    return TensorSpec(where=where, kind=kind, arg=arg, shape=tuple(t.shape),
-                      stride=tuple(t.stride()), dtype=str(t.dtype).replace("torch.", ""),
-                      device=str(t.device), requires_grad=bool(t.requires_grad),
-                      dynamic=dynamic)
+def _tensor_spec(t: torch.Tensor, where: str, kind: str, arg: int,
+                 P: Problems) -> TensorInput:
+    marks = _compat.dim_marks(t)
+    _check_marks(t, where, kind, marks, P)
+    dynamic = marks.unbacked if kind == "input" else {}
+    return TensorInput(where=where, kind=kind, arg=arg, shape=tuple(t.shape),
+                       stride=tuple(t.stride()), dtype=str(t.dtype).replace("torch.", ""),
+                       device=str(t.device), requires_grad=bool(t.requires_grad),
+                       dynamic=dynamic,
+                       shape_ids={d: i for d, i in marks.shape_ids.items() if d in dynamic})
+
+
+def _check_marks(t: torch.Tensor, where: str, kind: str, marks: _compat.DimMarks,
+                 P: Problems) -> None:
+    """Invariant 3: a dimension mark is honoured or refused here, never dropped."""
+    def refuse(what: str, actual: str, hint: str) -> None:
+        P.add(PrecompileError(what, invariant=3, stage="capture", where=where,
+                              expected="dims marked with mark_unbacked(t, dim), or no marks",
+                              actual=actual, hint=hint))
+
+    if marks.dynamic:
+        refuse(f"{where}: mark_dynamic is not supported yet", f"mark_dynamic on dims "
+               f"{list(marks.dynamic)}", "use torch._dynamo.decorators.mark_unbacked(t, dim) "
+               "for a dim that varies (one artifact for every size), or remove the mark to "
+               "specialise to the example's size")
+    if marks.specialize_on:
+        refuse(f"{where}: mark_unbacked(specialize_on=...) asks for several specialised "
+               "graphs; an artifact is one graph", f"specialize_on for dims "
+               f"{list(marks.specialize_on)}", "drop specialize_on (one graph serves every "
+               "size), or precompile one artifact per size you want specialised")
+    if marks.unbacked and kind != "input":
+        refuse(f"{where}: a model {kind} has a dynamic dim", f"marked dims "
+               f"{list(marks.unbacked)}", "mark the dims of fn's tensor arguments; model "
+               "weights are specialised (invariant 2)")
+    elif marks.unbacked and _compat.is_tensor_subclass(t):
+        refuse(f"{where}: dynamic dims on a tensor subclass ({type(t).__name__}) are not "
+               "supported", f"marked dims {list(marks.unbacked)}",
+               "remove the mark (the artifact specialises to the example's shape)")
+    elif marks.unbacked and dense_order(tuple(t.shape), tuple(t.stride())) is None:
+        P.add(PrecompileError(
+            f"{where}: a tensor with a dynamic dim must be dense", invariant=6,
+            stage="capture", where=where,
+            expected="a dense layout: contiguous, channels_last, or a permutation such as .t()",
+            actual=f"stride={list(t.stride())} for shape={list(t.shape)}",
+            hint=f"pass {where}.contiguous() as the example (and at every call)"))
 
 
 def _lift(example_inputs: Sequence[Any], names: list[str], P: Problems) -> _Lifted:
@@ -196,70 +248,108 @@ def _lift(example_inputs: Sequence[Any], names: list[str], P: Problems) -> _Lift
     for i, a in enumerate(example_inputs):
         path = names[i]
         if isinstance(a, torch.nn.Module):
-            index: dict[int, int] = {}
-            params = list(a.named_parameters())  # tied weights collapse by identity
-            buffers = list(a.named_buffers())
-            for kind, entries in (("param", params), ("buffer", buffers)):
-                for n, t in entries:
-                    index[id(t)] = len(L.tensors)
-                    L.tensors.append(t)
-                    L.specs.append(_tensor_spec(t, f"{path}.{n}", kind, i))
-            # every name, tied aliases included, so reparametrization sees the one tensor
-            all_names = ([(n, index[id(t)]) for n, t in a.named_parameters(remove_duplicate=False)]
-                         + [(n, index[id(t)]) for n, t in a.named_buffers(remove_duplicate=False)])
-            L.args_meta.append({"kind": "module", "path": path,
-                                "names": [n for n, _ in params] + [n for n, _ in buffers],
-                                "n_params": len(params), "training": bool(a.training)})
-            L.rebuild.append(("module", all_names))
+            _lift_module(L, a, path, i, P)
         elif isinstance(a, torch.Tensor):
-            L.rebuild.append(("tensor", len(L.tensors)))
-            L.tensors.append(a)
-            L.specs.append(_tensor_spec(a, path, "input", i))
-            L.args_meta.append({"kind": "tensor", "path": path})
+            n = len(L.tensors)
+            k = L.add_input(a, path, i, P)
+            L.rebuild.append(("tensor", k))
+            L.args.append(TensorArg(path=path, same_as=-1 if k == n else k))
         else:
-            with_path, spec = pytree.tree_flatten_with_path(a)
-            if spec.is_leaf():
-                value = _literal(a, path, P)
-                L.baked.append((path, a))
-                L.args_meta.append({"kind": "const", "path": path, "value": value})
-                L.rebuild.append(("const", a))
-                continue
-            leaves, leaf_paths, slots = [], [], []
-            for kp, leaf in with_path:
-                where = path + pytree.keystr(kp)
-                leaf_paths.append(where)
-                if isinstance(leaf, torch.Tensor):
-                    slots.append(len(L.tensors))
-                    L.tensors.append(leaf)
-                    L.specs.append(_tensor_spec(leaf, where, "input", i))
-                    leaves.append({"kind": "tensor"})
-                else:
-                    if isinstance(leaf, torch.nn.Module):
-                        P.add(PrecompileError(
-                            f"a module is nested inside argument '{path}'", invariant=1,
-                            stage="capture", where=where, expected="nn.Module as a "
-                            "top-level positional argument", actual="nested in a container",
-                            hint="pass each model as its own positional argument of fn"))
-                    slots.append(None)
-                    L.baked.append((where, leaf))
-                    leaves.append({"kind": "const", "value": _literal(leaf, where, P)})
-            L.args_meta.append({"kind": "pytree", "path": path,
-                                "spec": pytree.treespec_dumps(spec), "leaves": leaves,
-                                "leaf_paths": leaf_paths})
-            L.rebuild.append(("pytree", (spec, slots, [lf for _, lf in with_path])))
-    seen: dict[int, str] = {}
-    for t, s in zip(L.tensors, L.specs):
-        if s.kind == "input" and id(t) in seen:
-            P.add(PrecompileError(
-                "the same tensor is passed twice", invariant=4, stage="capture",
-                where=s.where, expected="distinct tensors", actual=f"same object as {seen[id(t)]}",
-                hint="pass it once, or pass a .clone() for the second use"))
-        seen.setdefault(id(t), s.where)
+            _lift_container(L, a, path, i, P)
     return L
 
 
+def _lift_module(L: _Lifted, a: torch.nn.Module, path: str, i: int, P: Problems) -> None:
+    index: dict[int, int] = {}
+    params = list(a.named_parameters())  # tied weights collapse by identity
+    buffers = list(a.named_buffers())
+    for kind, entries in (("param", params), ("buffer", buffers)):
+        for n, t in entries:
+            index[id(t)] = len(L.tensors)
+            L.index.setdefault(id(t), len(L.tensors))
+            L.tensors.append(t)
+            L.specs.append(_tensor_spec(t, f"{path}.{n}", kind, i, P))
+    # every name, tied aliases included, so reparametrization sees the one tensor
+    all_names = ([(n, index[id(t)]) for n, t in a.named_parameters(remove_duplicate=False)]
+                 + [(n, index[id(t)]) for n, t in a.named_buffers(remove_duplicate=False)])
+    L.args.append(ModuleArg(
+        path=path, names=tuple(n for n, _ in params + buffers), n_params=len(params),
+        training=bool(a.training)))
+    L.rebuild.append(("module", all_names))
+
+
+def _lift_container(L: _Lifted, a: Any, path: str, i: int, P: Problems) -> None:
+    with_path, spec = pytree.tree_flatten_with_path(a)
+    if spec.is_leaf():
+        value = _literal(a, path, P)
+        L.baked.append((path, a))
+        L.args.append(ConstArg(path=path, value=value))
+        L.rebuild.append(("const", a))
+        return
+    leaves, slots = [], []
+    for kp, leaf in with_path:
+        where = path + pytree.keystr(kp)
+        if isinstance(leaf, torch.Tensor):
+            n = len(L.tensors)
+            k = L.add_input(leaf, where, i, P)
+            slots.append(k)
+            leaves.append(Leaf(path=where, tensor=True, value=None,
+                               same_as=-1 if k == n else k))
+            continue
+        if isinstance(leaf, torch.nn.Module):
+            P.add(PrecompileError(
+                f"a module is nested inside argument '{path}'", invariant=1,
+                stage="capture", where=where, expected="nn.Module as a "
+                "top-level positional argument", actual="nested in a container",
+                hint="pass each model as its own positional argument of fn"))
+        slots.append(None)
+        L.baked.append((where, leaf))
+        leaves.append(Leaf(path=where, tensor=False, value=_literal(leaf, where, P)))
+    L.args.append(PytreeArg(path=path, spec=tree_literal(spec, path, P),
+                            leaves=tuple(leaves)))
+    L.rebuild.append(("pytree", (spec, slots, [lf for _, lf in with_path])))
+
+
+def tree_literal(spec: Any, where: str, P: Problems) -> dict[str, Any]:
+    """A pytree structure as the convention's literal (Note [tree literal] in _driver.py)."""
+    if spec.is_leaf():
+        return {"type": "leaf"}
+    kids = [tree_literal(c, where, P) for c in _compat.treespec_children(spec)]
+    if spec.type in (tuple, list):
+        return {"type": spec.type.__name__, "children": kids}
+    if spec.type is type(None):
+        return {"type": "None"}
+    if spec.type in (dict, collections.OrderedDict) and all(
+            isinstance(k, (bool, int, float, str)) for k in spec.context):
+        return {"type": spec.type.__name__, "keys": list(spec.context), "children": kids}
+    cls = _compat.namedtuple_class(spec)
+    if cls is not None:
+        name = cls.__qualname__
+        if find_class(cls.__module__, name) is not cls:
+            P.add(PrecompileError(
+                f"the namedtuple {cls.__name__} in {where} is defined inside a function",
+                invariant=3, stage="capture", where=f"{where} ({cls.__module__}.{name})",
+                expected="a namedtuple class found by its module and name (how the "
+                         "artifact finds it again when it is loaded)",
+                actual=f"{cls.__module__}.{name} is not this class",
+                hint=f"define {cls.__name__} at the top level of its module"))
+        return {"type": "namedtuple", "module": cls.__module__, "name": name,
+                "fields": list(cls._fields), "children": kids}
+    try:
+        return {"type": "pytree", "dumps": pytree.treespec_dumps(spec)}
+    except Exception as e:  # noqa: BLE001 - torch cannot serialise this container type
+        P.add(PrecompileError(
+            f"{where}: a container of type {getattr(spec.type, '__name__', spec.type)} cannot "
+            "be carried by the artifact", invariant=3, stage="capture", where=where,
+            expected="tuples, lists, dicts, namedtuples, or containers torch's pytree can "
+                     "serialise", actual=f"{type(e).__name__}: {str(e)[:160]}",
+            hint="pass (or return) a tuple, list, dict or a module-level namedtuple instead"))
+        return {"type": "leaf"}
+
+
 def _literal(v: Any, where: str, P: Problems | None = None) -> Any:
-    """A non-tensor input/output value as a plain literal for _PC_META (checked per call)."""
+    """A non-tensor input/output value as a plain literal for the convention (checked per
+    call)."""
     if isinstance(v, _LITERAL_TYPES):
         if isinstance(v, float) and not math.isfinite(v):
             (P or Problems()).add(PrecompileError(
@@ -319,19 +409,16 @@ def _make_flat_fn(fn: Callable, example_inputs: Sequence[Any], L: _Lifted,
         keys = [_compat.storage_key(t) for t in ts]
         for leaf in leaves:
             if isinstance(leaf, torch.Tensor):
-                entry = {"kind": "graph", "index": len(tensor_outs)}
                 key = _compat.storage_key(leaf)
-                for k, kk in enumerate(keys):
-                    if kk == key:  # invariant 4: this result views input k
-                        aliases.append((len(tensor_outs), k))
-                        entry["alias_of"] = k
-                        entry["view"] = (list(leaf.shape), list(leaf.stride()),
-                                         leaf.storage_offset())
-                        break
-                out_leaves.append(entry)
+                k = next((k for k, kk in enumerate(keys) if kk == key), None)
+                if k is not None:  # invariant 4: this result views input k
+                    aliases.append((len(tensor_outs), AliasOut(
+                        index=k, size=tuple(leaf.shape), stride=tuple(leaf.stride()),
+                        offset=leaf.storage_offset())))
+                out_leaves.append(GraphOut(index=len(tensor_outs)))
                 tensor_outs.append(leaf)
             else:
-                out_leaves.append({"kind": "const", "value": _literal(leaf, "fn's result", P)})
+                out_leaves.append(ConstOut(value=_literal(leaf, "fn's result", P)))
         grads = []
         for k, t in enumerate(ts):
             if t.requires_grad and t.grad is not None:
@@ -339,7 +426,7 @@ def _make_flat_fn(fn: Callable, example_inputs: Sequence[Any], L: _Lifted,
         state["out_spec"] = spec
         state["out_leaves"] = out_leaves
         state["n_user_outputs"] = len(tensor_outs)
-        state["grads"] = [(k, o) for k, o, _ in grads]
+        state["grads"] = [WriteBack(input=k, output=o) for k, o, _ in grads]
         state["aliases"] = aliases
         state["mutated"] = [k for k, t in enumerate(ts) if t._version != versions[k]]
         return tuple(tensor_outs) + tuple(g for _, _, g in grads)
@@ -426,7 +513,7 @@ def _external_tensors(fn: Callable, example_inputs: Sequence[Any],
 
 
 def _check_constants(gm: torch.fx.GraphModule, fn: Callable, example_inputs: Sequence[Any],
-                     names: list[str], L: _Lifted, P: Problems) -> list[ConstantSpec]:
+                     names: list[str], L: _Lifted, P: Problems) -> list[Constant]:
     """Invariant 1. Tensor constants in the trace are either small tensors fn created itself
     (kept as literals and lifted to inputs) or live data fn reached around its arguments
     (rejected, all of them named at once)."""
@@ -450,7 +537,7 @@ def _check_constants(gm: torch.fx.GraphModule, fn: Callable, example_inputs: Seq
             users = [u.name for u in n.users]
             stack = next((u.meta.get("stack_trace") for u in n.users
                           if u.meta.get("stack_trace")), None)
-            bad.append((where, fix, t, users, src or _last_user_line(stack)))
+            bad.append((where, fix, t, users, src or user_frame(stack)))
     if bad and P.collect:  # the dry-run checker: one finding per offender
         for where, fix, t, users, src in bad:
             P.add(PrecompileError(
@@ -486,7 +573,7 @@ def _check_constants(gm: torch.fx.GraphModule, fn: Callable, example_inputs: Seq
         n.replace_all_uses_with(ph)
         gm.graph.erase_node(n)
         delattr(gm, n.target)
-        specs.append(ConstantSpec(shape=tuple(t.shape), dtype=str(t.dtype).replace("torch.", ""),
+        specs.append(Constant(shape=tuple(t.shape), dtype=str(t.dtype).replace("torch.", ""),
                                   device=str(t.device), data=t.detach().cpu().tolist()))
     return specs
 
@@ -497,17 +584,6 @@ def _fake_like(gm: torch.fx.GraphModule, t: torch.Tensor) -> Any:
     vals = [n.meta.get("val") for n in gm.graph.nodes if n.op == "placeholder"]
     mode = detect_fake_mode([v for v in vals if isinstance(v, torch.Tensor)])
     return mode.from_tensor(t) if mode is not None else t
-
-
-def _last_user_line(stack: str | None) -> str | None:
-    if not stack:
-        return None
-    lines = [ln.strip() for ln in stack.strip().splitlines()]
-    frames = [ln for ln in lines if ln.startswith("File ")]
-    for k in range(len(frames) - 1, -1, -1):
-        if "/torch/" not in frames[k] and "/precompile_nb/core/" not in frames[k]:
-            return frames[k]
-    return None
 
 
 def _check_nodes(gm: torch.fx.GraphModule, fn: Callable, P: Problems) -> None:
@@ -522,16 +598,16 @@ def _check_nodes(gm: torch.fx.GraphModule, fn: Callable, P: Problems) -> None:
                 actual=str(n.target), hint="move the side effect (printing, logging, "
                 "effectful custom ops) outside fn",
                 extra={"nodes": [n.name],
-                       "source": _last_user_line(n.meta.get("stack_trace"))}))
+                       "source": user_frame(n.meta.get("stack_trace"))}))
         if n.target is torch.ops.aten._local_scalar_dense.default:
             P.add(PrecompileError(
                 f"{_fn_name(fn)} reads a tensor's value into Python (.item())", invariant=3,
-                stage="capture", where=_last_user_line(n.meta.get("stack_trace"))
+                stage="capture", where=user_frame(n.meta.get("stack_trace"))
                 or f"graph node {n.name}",
                 expected="no data-dependent Python values", actual=".item() / .tolist()",
                 hint="keep the value a tensor (e.g. x * t instead of x * t.item())",
                 extra={"nodes": [n.name],
-                       "source": _last_user_line(n.meta.get("stack_trace"))}))
+                       "source": user_frame(n.meta.get("stack_trace"))}))
 
 
 _FACTORIES = {"zeros", "ones", "empty", "full", "rand", "randn", "arange", "scalar_tensor",
@@ -575,7 +651,7 @@ def _schema_mutated(gm: torch.fx.GraphModule) -> set[int]:
 _BN_LEGACY = {"native_batch_norm", "cudnn_batch_norm", "miopen_batch_norm"}
 
 
-def _name_placeholders(gm: torch.fx.GraphModule, specs: Sequence[TensorSpec]) -> None:
+def _name_placeholders(gm: torch.fx.GraphModule, specs: Sequence[TensorInput]) -> None:
     """arg7_1 -> m_1_running_mean: the graph, the eager source and the viewers read better."""
     phs = [n for n in gm.graph.nodes if n.op == "placeholder"]
     for n, s in zip(phs, specs):
@@ -643,7 +719,7 @@ def graph_nodes(c: Captured) -> tuple[GraphNodeInfo, ...]:
         infos.append(GraphNodeInfo(
             name=n.name, op=n.op, target=target,
             args=tuple(a.name for a in n.all_input_nodes), shape=shape, dtype=dtype, role=role,
-            module=module, stack=_last_user_line(n.meta.get("stack_trace"))))
+            module=module, stack=user_frame(n.meta.get("stack_trace"))))
     return tuple(infos)
 
 

@@ -102,7 +102,7 @@ def _notes(c: Any) -> list[Finding]:
         out.append(_note("warning", 3, f"non-tensor value {value!r} will be baked (checked on "
                          "every call; another value is an error)", where,
                          "pass it as a tensor if it should vary between calls"))
-    grads = {i for i, _ in c.grads}
+    grads = {g.input for g in c.convention.grads}
     if grads:
         for i, s in enumerate(c.inputs):
             if s.kind == "param" and i not in grads:
@@ -117,7 +117,7 @@ def _notes(c: Any) -> list[Finding]:
         if i < len(c.inputs):
             out.append(_note("note", 4, "mutated in place; the artifact writes it back",
                              c.inputs[i].where))
-    for o, i in c.aliases:
+    for o, view in c.aliases:
         out.append(_note("note", 4, f"result #{o} is a view of an input; the artifact "
-                         "returns a view too", c.inputs[i].where))
+                         "returns a view too", c.inputs[view.index].where))
     return out

@@ -21,10 +21,10 @@ from pathlib import Path
 
 import torch
 
+from .convention import (ARTIFACT_FORMAT, ARTIFACT_VERSION, ConstArg, Convention, ModuleArg,
+                         PytreeArg)
 from .schemas import Captured, Lowered
 
-ARTIFACT_FORMAT = "precompile_nb.artifact"
-ARTIFACT_VERSION = 1
 META_NAME = "_PC_META"
 SECTIONS = ("graph", "metadata", "driver")
 DRIVER_SOURCE = Path(__file__).with_name("_driver.py").read_text(encoding="utf-8")
@@ -34,45 +34,36 @@ def marker(name: str) -> str:
     return f"# ==== [precompile_nb:{name}] ===="
 
 
-def metadata(c: Captured, lw: Lowered) -> dict:
-    return {
-        "format": ARTIFACT_FORMAT,
-        "version": ARTIFACT_VERSION,
-        "backend": lw.backend,
-        "torch": torch.__version__,
-        "fn_name": c.fn_name,
-        "args": [dict(a) for a in c.args],
-        "inputs": [s.to_literal() for s in c.inputs],
-        "constants": [k.to_literal() for k in c.constants],
-        "outputs": {"spec": c.out_spec, "leaves": [dict(lf) for lf in lw.out_leaves]},
-        "mutations": [list(m) for m in lw.mutations],
-        "grads": [list(g) for g in lw.grads],
-        "check_strides": lw.check_strides,
-        "device_index": lw.device_index,
-    }
+def metadata(lw: Lowered) -> dict:
+    """The metadata literal: the header (format, version, backend, torch) and the calling
+    convention's literal (see convention.py)."""
+    return {"format": ARTIFACT_FORMAT, "version": ARTIFACT_VERSION, "backend": lw.backend,
+            "torch": torch.__version__, **lw.convention.to_literal()}
 
 
-def _signature(meta: dict) -> str:
+def _signature(conv: Convention) -> str:
     parts = []
-    for a in meta["args"]:
-        if a["kind"] == "module":
-            parts.append(f"{a['path']}: nn.Module ({a['n_params']} params, "
-                         f"{len(a['names']) - a['n_params']} buffers)")
-        elif a["kind"] == "tensor":
-            s = next(i for i in meta["inputs"] if i["where"] == a["path"])
-            parts.append(f"{a['path']}: tensor {s['shape']} {s['dtype']} {s['device']}")
-        elif a["kind"] == "pytree":
-            parts.append(f"{a['path']}: container of {len(a['leaves'])} leaves")
+    for a in conv.args:
+        if isinstance(a, ModuleArg):
+            parts.append(f"{a.path}: nn.Module ({a.n_params} params, "
+                         f"{len(a.names) - a.n_params} buffers)")
+        elif isinstance(a, PytreeArg):
+            parts.append(f"{a.path}: container of {len(a.leaves)} leaves")
+        elif isinstance(a, ConstArg):
+            parts.append(f"{a.path} = {a.value!r} (baked)")
+        elif a.same_as >= 0:
+            parts.append(f"{a.path}: the same tensor as {conv.inputs[a.same_as].where}")
         else:
-            parts.append(f"{a['path']} = {a['value']!r} (baked)")
+            s = next(i for i in conv.inputs if i.where == a.path)
+            parts.append(f"{a.path}: tensor {list(s.shape)} {s.dtype} {s.device}")
     return ", ".join(parts)
 
 
 def emit(c: Captured, lw: Lowered) -> str:
     """Assemble the artifact's source. See the module docstring for its layout."""
-    meta = metadata(c, lw)
-    args = ", ".join(a["path"] if a["path"].isidentifier() else f"arg{i}"
-                     for i, a in enumerate(meta["args"]))
+    meta = metadata(lw)
+    args = ", ".join(a.path if a.path.isidentifier() else f"arg{i}"
+                     for i, a in enumerate(lw.convention.args))
     header = [
         f"# precompile_nb artifact: `{c.fn_name}`, compiled ahead of time "
         f"(backend={lw.backend}, torch {torch.__version__}).",
@@ -80,7 +71,7 @@ def emit(c: Captured, lw: Lowered) -> str:
         "call.",
         f"# Call: ns = {{}}; exec(python_code, ns); result = ns['forward']({args})",
         f"#   or: f = precompile_nb.precompile.load(python_code, cache); result = f({args})",
-        f"# Arguments (positional): {_signature(meta)}",
+        f"# Arguments (positional): {_signature(lw.convention)}",
         "# Executing this file runs code: only load artifacts you trust (invariant 7).",
         "",
     ]

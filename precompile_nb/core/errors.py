@@ -7,7 +7,9 @@ in emit.py.
 """
 from __future__ import annotations
 
+import re
 import traceback
+from types import TracebackType
 
 from ._driver import _PC_INVARIANTS as INVARIANTS
 from ._driver import PrecompileError
@@ -17,15 +19,26 @@ __all__ = ["PrecompileError", "INVARIANTS", "user_frame"]
 PrecompileError.__module__ = "precompile_nb"
 
 
-def user_frame(tb) -> str | None:
-    """The innermost traceback frame that is user code (not torch, not precompile_nb), as
-    'file:line: source', so an error can point at the line that broke an invariant."""
-    best = None
-    for fs in traceback.extract_tb(tb):
-        f = fs.filename.replace("\\", "/")
-        if "/torch/" in f or "/precompile_nb/core/" in f or "/contextlib.py" in f:
-            continue
-        best = fs
-    if best is None:
+_STACK_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in [^\n]*\n?(?P<code>[^\n]*)')
+_NOT_USER = ("/torch/", "/precompile_nb/core/", "/contextlib.py")
+
+
+def user_frame(frames: TracebackType | str | None) -> str | None:
+    """The innermost frame that is user code (not torch, not precompile_nb), as
+    'file:line: source', so an error can point at the line that broke an invariant.
+    `frames` is an exception's traceback, or a stack-trace text as FX records it in
+    node.meta['stack_trace'].
+
+    >>> user_frame('  File "/a/train.py", line 7, in step\\n    loss.backward()\\n')
+    '/a/train.py:7: loss.backward()'
+    """
+    if frames is None or frames == "":
         return None
-    return f"{best.filename}:{best.lineno}: {(best.line or '').strip()}"
+    if isinstance(frames, str):
+        found = [(m["file"], m["line"], m["code"]) for m in _STACK_FRAME.finditer(frames)]
+    else:
+        found = [(fs.filename, fs.lineno, fs.line) for fs in traceback.extract_tb(frames)]
+    for file, line, code in reversed(found):
+        if not any(part in file.replace("\\", "/") for part in _NOT_USER):
+            return f"{file}:{line}: {(code or '').strip()}"
+    return None

@@ -31,7 +31,8 @@ from collections.abc import Callable
 from typing import Any
 
 from . import _compat, cache as _cache
-from .emit import ARTIFACT_FORMAT, ARTIFACT_VERSION, META_NAME
+from .convention import ARTIFACT_FORMAT, ARTIFACT_VERSION, decode
+from .emit import META_NAME
 from .errors import PrecompileError
 
 _counter = itertools.count()
@@ -49,7 +50,8 @@ class CacheWarning(RuntimeWarning):
 
 
 def read_meta(python_code: str) -> dict[str, Any]:
-    """The calling-convention literal of an artifact, read without executing it."""
+    """The metadata literal of an artifact, read without executing it; its header and every
+    field of its calling convention are checked (convention.decode)."""
     if not isinstance(python_code, str):
         raise PrecompileError("python_code must be a str", invariant=7, stage="load",
                               where="python_code", expected="str",
@@ -79,7 +81,7 @@ def read_meta(python_code: str) -> dict[str, Any]:
                               "convention metadata)", invariant=7, stage="load",
                               where="python_code", expected=f"a module-level {META_NAME} = {{...}}",
                               actual="not found", hint=_NOT_ARTIFACT)
-    required = {"format", "version", "backend", "fn_name", "args", "inputs", "outputs"}
+    required = {"format", "version", "backend", "torch"}
     if not isinstance(meta, dict) or not required <= set(meta):
         raise PrecompileError("the artifact's metadata is incomplete", invariant=7,
                               stage="load", where=META_NAME, expected=sorted(required),
@@ -93,11 +95,14 @@ def read_meta(python_code: str) -> dict[str, Any]:
                               expected=f"{ARTIFACT_FORMAT} v{ARTIFACT_VERSION}",
                               actual=f"{meta['format']} v{meta['version']}",
                               hint="re-create the artifact with this precompile_nb version")
-    if not isinstance(meta.get("device_index", 0), int):
-        raise PrecompileError("the artifact's metadata is malformed", invariant=7,
-                              stage="load", where=f"{META_NAME}['device_index']",
-                              expected="int", actual=repr(meta["device_index"])[:80],
-                              hint=_NOT_ARTIFACT)
+    for key, ok, want in (("backend", meta["backend"] in ("inductor", "eager"),
+                           "'inductor' or 'eager'"),
+                          ("torch", isinstance(meta["torch"], str), "a torch version str")):
+        if not ok:
+            raise PrecompileError("the artifact's metadata is malformed", invariant=7,
+                                  stage="load", where=f"{META_NAME}[{key!r}]", expected=want,
+                                  actual=repr(meta[key])[:80], hint=_NOT_ARTIFACT)
+    decode(meta)  # every nested field, before anything runs (invariant 7)
     return meta
 
 
@@ -110,10 +115,25 @@ def load(python_code: str, cache: bytes | None = None) -> Callable[..., Any]:
     ...                          backend="eager")
     >>> f = precompile.load(code, cache)  # doctest: +SKIP
     """
+    try:
+        return _load(python_code, cache)
+    except PrecompileError:
+        raise
+    except Exception as e:  # noqa: BLE001 - no raw error reaches the user
+        raise PrecompileError(
+            f"precompile.load failed: {type(e).__name__}", stage="load",
+            where=(traceback.format_exception_only(type(e), e)[-1].strip())[:200],
+            expected="an artifact that loads", actual=f"{type(e).__name__}: {str(e)[:300]}",
+            hint="the chained exception has the original error (e.g. the compiler cache "
+                 "directory is not writable: set TORCHINDUCTOR_CACHE_DIR, or load with "
+                 "cache=None)") from e
+
+
+def _load(python_code: str, cache: bytes | None) -> Callable[..., Any]:
     meta = read_meta(python_code)
-    fn_name = str(meta["fn_name"])
+    fn_name = meta["fn_name"]
     warnings.warn(f"precompile.load executes python_code of `{fn_name}` as code: only load "
-                  "artifacts you trust (invariant 7)", UserWarning, stacklevel=2)
+                  "artifacts you trust (invariant 7)", UserWarning, stacklevel=3)
     stats = {"cache_files": 0, "written": 0, "present": 0, "used": False}
     # None or empty bytes: no cache. Anything else must be an envelope (read_tag says so
     # when it is not even bytes: a falsy 0 or "" is not silently "no cache").
@@ -139,11 +159,11 @@ def load(python_code: str, cache: bytes | None = None) -> Callable[..., Any]:
             warnings.warn(f"the cache of `{fn_name}` was made by torch {tag.torch}, this is "
                           f"{_compat.torch_build_id()}: ignoring it, the kernels will compile "
                           "now (precompile again with this torch to get a matching cache)",
-                          CacheWarning, stacklevel=2)
+                          CacheWarning, stacklevel=3)
         elif files:
             with _compat.GLOBAL_LOCK:
                 stats["written"], stats["present"] = _cache.install(
-                    files, int(meta.get("device_index", 0)))
+                    files, meta["device_index"])
             stats["used"] = True
     filename = f"<precompile_nb artifact {fn_name} #{next(_counter)}>"
     # register the source so tracebacks through the artifact show its lines
@@ -152,7 +172,7 @@ def load(python_code: str, cache: bytes | None = None) -> Callable[..., Any]:
                           "__precompile_error__": PrecompileError}
     try:
         with _compat.GLOBAL_LOCK, _compat.running_artifact(stats["used"]):
-            exec(compile(python_code, filename, "exec"), ns)  # noqa: S102 - it is code
+            exec(compile(python_code, filename, "exec", dont_inherit=True), ns)  # noqa: S102 - it is code
     except Exception as e:
         err = _exec_failed(e, filename)  # reads the failing line from linecache
         linecache.cache.pop(filename, None)

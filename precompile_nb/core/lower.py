@@ -9,6 +9,7 @@ Turns the captured ATen graph into a Python module section that defines `call(ar
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import time
@@ -16,6 +17,7 @@ import time
 import torch
 
 from . import _compat
+from .convention import AliasOut, GraphOut, InputOut, WriteBack
 from .errors import PrecompileError
 from .schemas import Captured, KernelInfo, Lowered
 
@@ -33,12 +35,43 @@ def lower(captured: Captured, backend: str) -> Lowered:
 # eager
 
 _EAGER_PREAMBLE = """\
+import functools
+import types
 import torch
 from torch import device
 from math import inf, nan
 NoneType = type(None)
 """
 _FX_GLOBALS = {"torch", "device", "inf", "nan", "NoneType", "fx_pytree", "pytree"}
+
+
+def _eager_module_source(gm: torch.fx.GraphModule, path: str) -> str:
+    """`gm` as plain code: `_pc_eager_graph{suffix}(self, ...)` and an object `self` whose
+    attributes are its submodules (the branches of torch.cond, the bodies of other
+    higher-order ops), each written the same way, innermost first."""
+    suffix = "_" + re.sub(r"\W", "_", path) if path else ""
+    code = gm.graph.python_code(root_module="self")
+    extra = set(code.globals) - _FX_GLOBALS
+    if extra:
+        raise PrecompileError(
+            "the captured graph calls Python objects that cannot be written as source",
+            invariant=4, stage="lower", where=", ".join(sorted(extra)),
+            expected="ATen ops only", actual=sorted(extra),
+            hint="keep fn to tensor operations; report this as a precompile_nb bug if it is")
+    src, n = re.subn(r"\ndef forward\(self(, )?", rf"\ndef _pc_eager_graph{suffix}(self\1",
+                     code.src, count=1)
+    assert n == 1, "FX codegen changed shape"  # our own invariant, not user input
+    parts, children = [], []
+    for name, sub in gm.named_children():
+        if isinstance(sub, torch.fx.GraphModule):
+            child = f"{path}.{name}" if path else name
+            parts.append(_eager_module_source(sub, child))
+            children.append((name, re.sub(r"\W", "_", child)))
+    attrs = "".join(f"_pc_eager_self{suffix}.{name} = functools.partial("
+                    f"_pc_eager_graph_{ref}, _pc_eager_self_{ref})\n" for name, ref in children)
+    parts.append(src.strip("\n") + "\n\n\n"
+                 f"_pc_eager_self{suffix} = types.SimpleNamespace()\n" + attrs)
+    return "\n\n".join(parts)
 
 
 def _lower_eager(c: Captured) -> Lowered:
@@ -49,28 +82,12 @@ def _lower_eager(c: Captured) -> Lowered:
             where=", ".join(f"{s.where} dims {sorted(s.dynamic)}" for s in c.inputs if s.dynamic),
             expected="backend='inductor' with mark_unbacked", actual="backend='eager'",
             hint="use backend='inductor', or drop the mark_unbacked marks")
-    code = c.graph.graph.python_code(root_module="self")
-    extra = set(code.globals) - _FX_GLOBALS
-    if extra:
-        raise PrecompileError(
-            "the captured graph calls Python objects that cannot be written as source",
-            invariant=4, stage="lower", where=", ".join(sorted(extra)),
-            expected="ATen ops only", actual=sorted(extra),
-            hint="keep fn to tensor operations; report this as a precompile_nb bug if it is")
-    src, n = re.subn(r"\ndef forward\(self(, )?", r"\ndef _pc_eager_graph(self\1", code.src,
-                     count=1)
-    assert n == 1, "FX codegen changed shape"  # our own invariant, not user input
-    source = (_EAGER_PREAMBLE + src.rstrip() + "\n\n\n"
+    source = (_EAGER_PREAMBLE + _eager_module_source(c.graph, "") + "\n\n"
               "def call(args):\n"
-              "    return _pc_eager_graph(None, *args)\n")
-    out_leaves = tuple(_plain_leaf(lf) for lf in c.out_leaves)
-    return Lowered(backend="eager", source=source, out_leaves=out_leaves, mutations=(),
-                   grads=c.grads, check_strides=False, kernels=(), files=(), device_index=0,
-                   seconds=time.perf_counter() - t0)
-
-
-def _plain_leaf(lf: dict) -> dict:
-    return {k: v for k, v in lf.items() if k in ("kind", "index", "value")}
+              "    return _pc_eager_graph(_pc_eager_self, *args)\n")
+    # the eager graph mutates and views its inputs itself: the captured convention holds
+    return Lowered(backend="eager", source=source, convention=c.convention, kernels=(),
+                   files=(), seconds=time.perf_counter() - t0)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -80,10 +97,18 @@ def _plain_leaf(lf: dict) -> dict:
 def _lower_inductor(c: Captured) -> Lowered:
     t0 = time.perf_counter()
     fgm = _compat.functionalize(c.graph, c.fake_inputs)
-    out_leaves, mutations, grads = _mutations_and_aliases_to_driver(c, fgm)
+    outputs, mutations, grads = _mutations_and_aliases_to_driver(c, fgm)
+    unread = _drop_unread_inputs(c, fgm)
     fake_inputs = [n.meta["val"] for n in fgm.graph.nodes if n.op == "placeholder"]
-    devices = {t.device for t in fake_inputs if isinstance(t, torch.Tensor)}
+    devices = {t.device for t in c.fake_inputs if isinstance(t, torch.Tensor)}
     device_index = next((d.index or 0 for d in devices if d.type == "cuda"), 0)
+    convention = dataclasses.replace(
+        c.convention, outputs=tuple(outputs), mutations=tuple(mutations), grads=tuple(grads),
+        check_strides=True, device_index=device_index, unread=unread)
+    if not next(n for n in reversed(fgm.graph.nodes) if n.op == "output").args[0]:
+        # every result is an input, a view of one, or a value: nothing to compile
+        return Lowered(backend="inductor", source=_NOTHING_TO_COMPUTE, convention=convention,
+                       kernels=(), files=(), seconds=time.perf_counter() - t0)
     with _compat.private_compile_cache() as cache_dir:
         try:
             source, inner_gm, _ = _compat.inductor_compile(fgm, fake_inputs)
@@ -93,11 +118,32 @@ def _lower_inductor(c: Captured) -> Lowered:
         if any(rel.endswith(".so") for root, rel, _ in files if root == "inductor"):
             files = _with_isa_probes(files, cache_dir)
     source = _compat.strip_inductor_main(source)
-    return Lowered(backend="inductor", source=source, out_leaves=tuple(out_leaves),
-                   mutations=tuple(mutations), grads=tuple(grads), check_strides=True,
+    return Lowered(backend="inductor", source=source, convention=convention,
                    kernels=tuple(parse_kernels(source, _op_names(inner_gm, fgm))),
-                   files=tuple(files),
-                   device_index=device_index, seconds=time.perf_counter() - t0)
+                   files=tuple(files), seconds=time.perf_counter() - t0)
+
+
+_NOTHING_TO_COMPUTE = """\
+def call(args):
+    # fn's results are its inputs, views of them, or values: the driver builds them
+    args.clear()
+    return ()
+"""
+
+
+def _drop_unread_inputs(c: Captured, fgm: torch.fx.GraphModule) -> tuple[int, ...]:
+    """Graph inputs whose data the graph never reads (it read only their shape at trace
+    time, or nothing): removed from the graph, so Inductor neither takes nor asserts their
+    layout. The driver still checks them (shape, dtype, device) and writes back into them."""
+    g = fgm.graph
+    placeholders = [n for n in g.nodes if n.op == "placeholder"][:len(c.inputs)]
+    unread = tuple(i for i, n in enumerate(placeholders) if not n.users)
+    for i in unread:
+        g.erase_node(placeholders[i])
+    if unread:
+        g.lint()
+        fgm.recompile()
+    return unread
 
 
 def _mutations_and_aliases_to_driver(c: Captured, fgm: torch.fx.GraphModule):
@@ -117,49 +163,52 @@ def _mutations_and_aliases_to_driver(c: Captured, fgm: torch.fx.GraphModule):
             n.replace_all_uses_with(n.args[1])
             g.erase_node(n)
     n_user = c.n_user_outputs
+    views = dict(c.aliases)
     new_outs: list[torch.fx.Node] = []
     remap: dict[int, int] = {}
-    out_leaves = []
-    for lf in c.out_leaves:
-        if lf["kind"] != "graph":
-            out_leaves.append(_plain_leaf(lf))
+    outputs = []
+    for lf in c.convention.outputs:
+        if not isinstance(lf, GraphOut):
+            outputs.append(lf)
             continue
-        k = lf["index"]
-        if "alias_of" in lf:
-            i = lf["alias_of"]
-            size, stride, offset = lf["view"]
-            spec = c.inputs[i] if i < len(c.inputs) else None
-            if any(not isinstance(d, int) for d in list(size) + list(stride) + [offset]):
-                raise PrecompileError(
-                    "a result views an input whose size is dynamic", invariant=4,
-                    stage="lower", where=f"result #{k} views {spec.where if spec else i}",
-                    expected="results that view inputs have static sizes",
-                    actual=f"view size {size}", hint="return a .clone() of it instead")
-            if spec is not None and (list(spec.shape), list(spec.stride), 0) == (
-                    list(size), list(stride), offset):
-                out_leaves.append({"kind": "input", "index": i})
-            else:
-                out_leaves.append({"kind": "alias", "index": i, "size": list(size),
-                                   "stride": list(stride), "offset": int(offset)})
+        k = lf.index
+        if k in views:
+            outputs.append(_input_view(c, k, views[k]))
             continue
         if k not in remap:
             remap[k] = len(new_outs)
             new_outs.append(outs[k])
-        out_leaves.append({"kind": "graph", "index": remap[k]})
+        outputs.append(GraphOut(index=remap[k]))
     grads = []
-    for i, o in c.grads:
-        grads.append((i, len(new_outs)))
-        new_outs.append(outs[o])
+    for w in c.convention.grads:
+        grads.append(WriteBack(input=w.input, output=len(new_outs)))
+        new_outs.append(outs[w.output])
     mutations = []
     for i, node in mutated:
-        mutations.append((i, len(new_outs)))
+        mutations.append(WriteBack(input=i, output=len(new_outs)))
         new_outs.append(node)
-    assert len(outs) == n_user + len(c.grads), "captured outputs changed shape"
+    assert len(outs) == n_user + len(c.convention.grads), "captured outputs changed shape"
     out_node.args = (tuple(new_outs),)
     g.eliminate_dead_code()
     g.lint()
     fgm.recompile()
-    return out_leaves, mutations, grads
+    return outputs, mutations, grads
+
+
+def _input_view(c: Captured, k: int, view: AliasOut) -> InputOut | AliasOut:
+    """Result #k views an input: the driver returns the input itself, or rebuilds the view
+    on the runtime input (invariant 4: aliases stay aliases)."""
+    spec = c.inputs[view.index] if view.index < len(c.inputs) else None
+    if any(not isinstance(d, int) for d in view.size + view.stride + (view.offset,)):
+        raise PrecompileError(
+            "a result views an input whose size is dynamic", invariant=4, stage="lower",
+            where=f"result #{k} views {spec.where if spec else view.index}",
+            expected="results that view inputs have static sizes",
+            actual=f"view size {list(view.size)}", hint="return a .clone() of it instead")
+    if spec is not None and (spec.shape, spec.stride, 0) == (view.size, view.stride,
+                                                             view.offset):
+        return InputOut(index=view.index)
+    return view
 
 
 def _op_names(*gms: torch.fx.GraphModule) -> set[str]:

@@ -21,8 +21,9 @@ REPORT_VERSION = 1
 
 def report_data(art: Artifact, *, load_stats: dict | None = None) -> dict[str, Any]:
     c, lw = art.captured, art.lowered
-    grads_in = {i for i, _ in lw.grads}
-    mutated = set(c.mutated) | {i for i, _ in lw.mutations}
+    conv = lw.convention
+    grads_in = {g.input for g in conv.grads}
+    mutated = set(c.mutated) | {w.input for w in conv.mutations}
     inputs = []
     n_elem = n_bytes = n_weights = 0
     for i, s in enumerate(c.inputs):
@@ -55,13 +56,14 @@ def report_data(art: Artifact, *, load_stats: dict | None = None) -> dict[str, A
         "inputs": inputs,
         "baked": [{"where": w, "value": repr(v)} for w, v in c.baked],
         "weights": {"tensors": n_weights, "elements": n_elem, "bytes": n_bytes},
-        "outputs": [dict(lf) for lf in lw.out_leaves],
-        "grads": [c.inputs[i].where for i, _ in lw.grads],
+        "outputs": [lf.to_literal() for lf in conv.outputs],
+        "grads": [c.inputs[g.input].where for g in conv.grads],
         # only meaningful when fn runs a backward at all
         "no_grad_params": [s.where for i, s in enumerate(c.inputs)
                            if s.kind == "param" and i not in grads_in] if grads_in else [],
         "mutated": [c.inputs[i].where for i in sorted(mutated) if i < len(c.inputs)],
-        "aliased_outputs": [{"output": o, "input": c.inputs[i].where} for o, i in c.aliases],
+        "aliased_outputs": [{"output": o, "input": c.inputs[a.index].where}
+                            for o, a in c.aliases],
         "stages": [[n, round(s, 4)] for n, s in art.stage_seconds],
         "python_code": art.python_code,
         "python_code_bytes": len(art.python_code.encode("utf-8")),
@@ -97,11 +99,12 @@ def invariant_checklist(art: Artifact) -> list[dict[str, Any]]:
              f"{', '.join(w for w, _ in c.baked)}" if c.baked else ""))),
         (4, "enforced", (f"{len(c.mutated)} mutated input(s)/buffer(s) written back; "
                          f"{len(c.aliases)} result(s) alias inputs")),
-        (5, "enforced" if lw.grads else "n/a",
-         (f"gradients accumulate into .grad of {len(lw.grads)} tensor(s)" if lw.grads
+        (5, "enforced" if lw.convention.grads else "n/a",
+         (f"gradients accumulate into .grad of {len(lw.convention.grads)} tensor(s)"
+          if lw.convention.grads
           else "fn runs no backward")),
         (6, "enforced", "dtype and device checked per call"
-         + ("; strides (layout) checked per call" if lw.check_strides else
+         + ("; strides (layout) checked per call" if lw.convention.check_strides else
             "; eager backend accepts any layout")),
         (7, "caller", "python_code is code: load only pairs you trust; the cache's tag "
                       "(code_hash, backend, torch build) is verified on load"),
@@ -116,10 +119,22 @@ def error_data(e: PrecompileError) -> dict[str, Any]:
         "what": e.what, "invariant": e.invariant,
         "title": _PC_INVARIANTS.get(e.invariant) if e.invariant else None,
         "stage": e.stage, "where": e.where,
-        "expected": None if e.expected is None else str(e.expected),
-        "actual": None if e.actual is None else str(e.actual),
+        "expected": _plain(e.expected),
+        "actual": _plain(e.actual),
         "hint": e.hint, "extra": {k: v if isinstance(v, (str, int, float, list, dict,
                                                          type(None))) else repr(v)
                                   for k, v in e.extra.items()},
         "message": str(e),
     }
+
+
+def _plain(v: Any) -> Any:
+    """expected/actual as JSON-able data: a dict of fields stays a dict (the explorer shows
+    it field by field), scalars stay scalars, anything else becomes its str."""
+    if v is None or isinstance(v, (str, int, float, bool)):
+        return v
+    if isinstance(v, dict):
+        return {str(k): _plain(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    return str(v)

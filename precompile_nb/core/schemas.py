@@ -2,46 +2,10 @@
 and recorded for the viewers. Nothing else lives here."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any
 
-Backend = Literal["inductor", "eager"]
-InputKind = Literal["param", "buffer", "input"]
-
-
-@dataclass(frozen=True)
-class TensorSpec:
-    """One graph input tensor as the artifact is specialized to it."""
-
-    where: str  # how a person names it: "model.0.weight", "x", "batch['ids']"
-    kind: InputKind  # model parameter, model buffer, or a user tensor
-    arg: int  # positional argument it comes from
-    shape: tuple[int, ...]
-    stride: tuple[int, ...]
-    dtype: str  # "float32"
-    device: str  # "cpu", "cuda:0"
-    requires_grad: bool
-    dynamic: dict[int, tuple[int | None, int | None]] = field(default_factory=dict)
-
-    def to_literal(self) -> dict[str, Any]:
-        return {"where": self.where, "kind": self.kind, "arg": self.arg,
-                "shape": list(self.shape), "stride": list(self.stride), "dtype": self.dtype,
-                "device": self.device, "requires_grad": self.requires_grad,
-                "dynamic": {d: list(b) for d, b in self.dynamic.items()}}
-
-
-@dataclass(frozen=True)
-class ConstantSpec:
-    """A small tensor created inside fn (torch.tensor([...])): carried as a literal."""
-
-    shape: tuple[int, ...]
-    dtype: str
-    device: str
-    data: Any  # nested lists / scalar
-
-    def to_literal(self) -> dict[str, Any]:
-        return {"shape": list(self.shape), "dtype": self.dtype, "device": self.device,
-                "data": self.data}
+from .convention import AliasOut, Constant, Convention, TensorInput
 
 
 @dataclass(frozen=True)
@@ -62,24 +26,31 @@ class GraphNodeInfo:
 @dataclass(frozen=True)
 class Captured:
     """What capture saw: the ATen graph of the whole computation (forward and, if fn ran
-    .backward(), backward) with every parameter/buffer/tensor input lifted."""
+    .backward(), backward) with every parameter/buffer/tensor input lifted, and the calling
+    convention as capture knows it (lower refines it)."""
 
-    fn_name: str
+    convention: Convention  # outputs are graph outputs or values; grads in graph numbering
     graph: Any  # torch.fx.GraphModule, outputs = (user tensor leaves..., grads...)
     tracing_mode: str  # "fake" or "symbolic" (unbacked dims)
     fake_inputs: tuple[Any, ...]  # the traced placeholders' FakeTensors (inputs, then consts)
-    inputs: tuple[TensorSpec, ...]  # graph inputs (the constants follow them)
-    constants: tuple[ConstantSpec, ...]
-    args: tuple[dict[str, Any], ...]  # per positional argument, literal (see _driver)
-    out_spec: str  # treespec_dumps of fn's result
-    out_leaves: tuple[dict[str, Any], ...]  # per result leaf: graph output or baked value
     n_user_outputs: int  # graph outputs that are fn's result leaves; grads follow
-    grads: tuple[tuple[int, int], ...]  # (graph input index, graph output index)
-    aliases: tuple[tuple[int, int], ...]  # (user output index, graph input it views)
+    aliases: tuple[tuple[int, AliasOut], ...]  # (graph output, the input view it is)
     mutated: tuple[int, ...]  # graph inputs mutated in place
     baked: tuple[tuple[str, Any], ...]  # non-tensor inputs baked into the artifact
     nodes: tuple[GraphNodeInfo, ...]
     seconds: float
+
+    @property
+    def fn_name(self) -> str:
+        return self.convention.fn_name
+
+    @property
+    def inputs(self) -> tuple[TensorInput, ...]:
+        return self.convention.inputs
+
+    @property
+    def constants(self) -> tuple[Constant, ...]:
+        return self.convention.constants
 
 
 @dataclass(frozen=True)
@@ -95,18 +66,15 @@ class KernelInfo:
 
 @dataclass(frozen=True)
 class Lowered:
-    """What lowering made: a Python module section that defines `call(args)` and the
-    calling-convention pieces that depend on the backend."""
+    """What lowering made: a Python module section that defines `call(args)`, and the
+    calling convention refined for it (outputs, write-backs and gradients in `call`'s output
+    numbering, whether strides are checked)."""
 
     backend: str
     source: str  # defines call(args) -> sequence of outputs
-    out_leaves: tuple[dict[str, Any], ...]  # final result leaves (graph/input/alias/const)
-    mutations: tuple[tuple[int, int], ...]  # (graph input, call output) written back
-    grads: tuple[tuple[int, int], ...]  # (graph input, call output) accumulated into .grad
-    check_strides: bool  # invariant 6: inductor bakes strides
+    convention: Convention
     kernels: tuple[KernelInfo, ...]
     files: tuple[tuple[str, str, bytes], ...]  # compiled binaries: (root, relpath, bytes)
-    device_index: int  # for the triton cache dir on load
     seconds: float
 
 

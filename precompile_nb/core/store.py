@@ -6,7 +6,9 @@ the cache the commit record: its tag names the python_code it belongs to (code_h
 
 save_pair(directory, name, python_code, cache):
   0. take the pair's lock (.NAME.lock, `fcntl.flock` where the platform has it): one saver of
-     NAME at a time, and readers that found a torn pair wait for the saver to finish
+     NAME at a time, and readers that found a torn pair wait for the saver to finish. Its
+     holder removes the lock file before letting go (see _locked): a finished save leaves
+     NAME.py and NAME.cache alone in the directory
   1. recover from an earlier save that was killed (see "after a crash" below), and remove its
      leftover temporary files
   2. write the new cache and python_code to temporary files in the same directory
@@ -39,7 +41,6 @@ import contextlib
 import hashlib
 import os
 import re
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -72,9 +73,10 @@ def save_pair(directory: str | os.PathLike[str], name: str, python_code: str,
     py_path, cache_path = d / f"{name}.py", d / f"{name}.cache"
     with _locked(d, name):
         _recover(d, name)
-        tmp_cache = _write_temp(d, f".{name}.cache.", bytes(cache))
+        tmp_cache = _cache.write_temp(d, f".{name}.cache.", bytes(cache), fsync=True)
         try:
-            tmp_py = _write_temp(d, f".{name}.py.", python_code.encode("utf-8"))
+            tmp_py = _cache.write_temp(d, f".{name}.py.", python_code.encode("utf-8"),
+                                fsync=True)
         except BaseException:
             os.unlink(tmp_cache)
             raise
@@ -174,19 +176,6 @@ def _recover(d: Path, name: str) -> None:
         p.unlink()
 
 
-def _write_temp(d: Path, prefix: str, data: bytes) -> str:
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=prefix, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-    except BaseException:
-        os.unlink(tmp)
-        raise
-    return tmp
-
-
 def _fsync_dir(d: Path) -> None:
     # makes the renames durable; directories cannot be opened for fsync on Windows
     if not hasattr(os, "O_DIRECTORY"):
@@ -200,12 +189,41 @@ def _fsync_dir(d: Path) -> None:
 
 @contextlib.contextmanager
 def _locked(d: Path, name: str) -> Iterator[None]:
+    """Hold NAME's lock: an flock on .NAME.lock in `d`, a file that lives only while it is
+    held or waited for, so that a save leaves nothing but the pair behind.
+
+    The holder unlinks the file before it lets go. A waiter may then win the lock on the
+    unlinked file, which locks nothing any more (a newcomer creates a fresh file under the
+    name and locks that): so a lock counts only when, once taken, the name still refers to
+    the file we locked; otherwise try again. A lock file a killed holder left behind is
+    simply taken over (the kernel released its flock) and removed by the next holder. The
+    lock stays beside the pair rather than in a temp dir keyed by its path: the directory is
+    the one place every saver and reader of the pair sees, whatever its TMPDIR or user."""
     if fcntl is None:  # pragma: no cover - Windows
         yield
         return
-    fd = os.open(d / f".{name}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    path = d / f".{name}.lock"
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            held = os.fstat(fd)
+            try:
+                now = os.stat(path)
+            except FileNotFoundError:
+                now = None
+        except BaseException:
+            os.close(fd)
+            raise
+        if now is not None and (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino):
+            break
+        os.close(fd)  # we locked a file its holder has since unlinked: take the new one
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
-        os.close(fd)  # closing releases the lock
+        try:
+            os.unlink(path)  # while still holding it: see above
+        except FileNotFoundError:  # pragma: no cover - removed by hand meanwhile
+            pass
+        finally:
+            os.close(fd)  # closing releases the lock

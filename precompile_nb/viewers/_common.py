@@ -224,6 +224,8 @@ div.pcnb pre { font-size: 12px; }
 .pcnb tr.pcnb-row-violated td { background: var(--pcnb-bad-bg); }
 .pcnb td.pcnb-mismatch { color: var(--pcnb-bad); background: var(--pcnb-bad-bg);
   font-weight: 600; }
+.pcnb tr.pcnb-mismatch td { background: var(--pcnb-bad-bg); }
+.pcnb span.pcnb-mismatch { color: var(--pcnb-bad); font-weight: 600; }
 .pcnb .pcnb-bar { display: inline-block; height: 8px; background: var(--pcnb-accent);
   border-radius: 2px; vertical-align: middle; }
 .pcnb .pcnb-tabin { position: absolute; opacity: 0; pointer-events: none; }

@@ -34,41 +34,87 @@ PLAIN_WORDS: dict[int, str] = {
        "you trust; the cache is tagged with its python_code, backend and torch build.",
 }
 
-_KV = re.compile(r"(\w+)=(\[[^\]]*\]|\([^)]*\)|\S+)")
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
 _COLON = re.compile(r"^(?P<file>.+?):(?P<line>\d+):\s?(?P<text>.*)$")
 
 
-def _pairs(text: str | None) -> dict[str, str] | None:
-    """'shape=[2, 4] dtype=float32' -> {'shape': '[2, 4]', 'dtype': 'float32'}; None if the
-    text is not entirely key=value pairs."""
-    if not text:
-        return None
-    found = _KV.findall(text)
-    if not found or _KV.sub("", text).strip():
-        return None
-    return dict(found)
+def _text(v: Any) -> str:
+    """A value as compact plain text (not yet escaped): lists as [2, 4], strings bare (so a
+    dynamic dim reads [<dynamic 1..4096>, 4]), a dict of fields as 'k=v k=v'."""
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_text(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return " ".join(f"{k}={_text(x)}" for k, x in v.items())
+    return "" if v is None else str(v)
+
+
+def _field_differs(name: str, e: Any, a: Any) -> bool:
+    """Whether one field of a tensor check differs. A string dim in an expected shape is a
+    dynamic dim ('<dynamic 1..4096>'): any size matches it here (its bounds are checked by
+    the driver, which reports a size out of bounds as its own error)."""
+    if (name == "shape" and isinstance(e, list) and isinstance(a, list) and len(e) == len(a)
+            and any(isinstance(d, str) for d in e)):
+        return any(d != x for d, x in zip(e, a) if not isinstance(d, str))
+    return e != a
 
 
 def _expected_actual(err: dict[str, Any]) -> str:
+    """Expected against actual. Two dicts of fields (a tensor check): one row per field, the
+    fields both sides have and that differ marked; a field only one side has (the actual
+    stride when strides are not checked) is context, not a mismatch. Anything else (a
+    number, a type name, a sentence): one row of two cells, marked when they differ."""
     exp, act = err.get("expected"), err.get("actual")
     if exp is None and act is None:
         return ""
-    pe, pa = _pairs(exp), _pairs(act)
-    if pe is not None and pa is not None:
+    if isinstance(exp, dict) and isinstance(act, dict):
         rows = []
-        for k in list(pe) + [k for k in pa if k not in pe]:
-            e, a = pe.get(k), pa.get(k)
-            # a field only one side mentions (the actual stride when strides are not
-            # checked) is context, not a mismatch
-            bad = e is not None and a is not None and e != a
+        for k in list(exp) + [k for k in act if k not in exp]:
+            bad = k in exp and k in act and _field_differs(k, exp[k], act[k])
             mark = "pcnb-mismatch" if bad else ""
-            rows.append((esc(k), (esc(e if e is not None else "—"), mark),
-                         (esc(a if a is not None else "—"), mark)))
+            rows.append((esc(k), (esc(_text(exp[k])) if k in exp else "—", mark),
+                         (esc(_text(act[k])) if k in act else "—", mark)))
         return table(["field", "expected", "actual"], rows, cls="pcnb-expact")
+    # a dict against a non-dict (a tensor expected, an int passed) differs as a whole
     mark = "pcnb-mismatch" if exp != act else ""
-    return table(["expected", "actual"], [((esc(exp), mark), (esc(act), mark))],
+    return table(["expected", "actual"], [((esc(_text(exp)), mark), (esc(_text(act)), mark))],
                  cls="pcnb-expact")
+
+
+def _fields_html(v: Any, mismatch: Sequence[str]) -> str:
+    """One side of an inputs-table row as compact 'k=v' text, the fields named in
+    `mismatch` wrapped in span.pcnb-mismatch; a non-dict (a type name) as its text."""
+    if not isinstance(v, dict):
+        return f"<code>{esc(_text(v))}</code>"
+    parts = []
+    for k, x in v.items():
+        item = esc(f"{k}={_text(x)}")
+        parts.append(f'<span class="pcnb-mismatch">{item}</span>' if k in mismatch else item)
+    return "<code>" + " ".join(parts) + "</code>"
+
+
+def _inputs_table(inputs: list[Any]) -> str:
+    """extra["inputs"]: every graph input at the failing call, one row each
+    ({"where", "expected", "actual", "mismatch": [field, ...]}); rows with a mismatch are
+    marked, and so are their differing fields."""
+    rows, classes = [], []
+    for r in inputs:
+        if not isinstance(r, dict):
+            continue
+        mm = r.get("mismatch")
+        fields = [str(f) for f in mm] if isinstance(mm, (list, tuple)) else []
+        bad = bool(mm)
+        act = r.get("actual")
+        act_html = _fields_html(act, fields)
+        # a non-tensor actual (its type name) is wrong as a whole
+        rows.append([f"<code>{esc(r.get('where'))}</code>",
+                     _fields_html(r.get("expected"), fields),
+                     (act_html, "pcnb-mismatch") if bad and not isinstance(act, dict)
+                     else act_html,
+                     "✗" if bad else "✓"])
+        classes.append("pcnb-mismatch" if bad else "")
+    return ("<h4>Every input of the call</h4>"
+            + table(["input", "expected", "actual", ""], rows, cls="pcnb-inputs-call",
+                    row_classes=classes))
 
 
 def _flat_names(v: Any) -> list[str]:
@@ -145,13 +191,7 @@ def violation_body(err: dict[str, Any], graph_nodes: Sequence[dict[str, Any]] | 
     parts.append(_source_block(err, source, uid))
     inputs = (err.get("extra") or {}).get("inputs")
     if isinstance(inputs, list) and inputs:
-        rows = [[f"<code>{esc(r.get('where'))}</code>", f"<code>{esc(r.get('expected'))}</code>",
-                 f"<code>{esc(r.get('actual'))}</code>", "✗" if r.get("mismatch") else "✓"]
-                for r in inputs if isinstance(r, dict)]
-        classes = ["pcnb-mismatch" if isinstance(r, dict) and r.get("mismatch") else ""
-                   for r in inputs if isinstance(r, dict)]
-        parts.append("<h4>Every input of the call</h4>"
-                     + table(["input", "expected", "actual", ""], rows, row_classes=classes))
+        parts.append(_inputs_table(inputs))
     extra = {k: v for k, v in (err.get("extra") or {}).items()
              if k not in ("source", "inputs")}
     if extra:
@@ -177,9 +217,11 @@ def render_violation_html(err: dict[str, Any], graph_nodes: Sequence[dict[str, A
     refers to (without it the line is looked up in linecache, which knows notebook cells).
 
     >>> html = render_violation_html({"what": "x: shape differs", "invariant": 3,
-    ...     "title": "shapes are specialized", "where": "x", "expected": "shape=[2]",
-    ...     "actual": "shape=[3]", "hint": "pass shape [2]", "extra": {}, "message": "..."})
-    >>> "pcnb-mismatch" in html
+    ...     "title": "shapes are specialized", "where": "x",
+    ...     "expected": {"shape": [2], "dtype": "float32"},
+    ...     "actual": {"shape": [3], "dtype": "float32"}, "hint": "pass shape [2]",
+    ...     "extra": {}, "message": "..."})
+    >>> '<td class="pcnb-mismatch">[2]</td><td class="pcnb-mismatch">[3]</td>' in html
     True
     """
     uid = make_uid(err, "pcnb-err")
@@ -208,8 +250,8 @@ def render_check_html(fn_name: str, findings: Sequence[dict[str, Any]]) -> str:
         inv = f.get("invariant")
         detail = esc(f.get("what"))
         if f.get("expected") is not None or f.get("actual") is not None:
-            detail += (f"<br><small>expected: <code>{esc(f.get('expected'))}</code> · actual: "
-                       f"<code>{esc(f.get('actual'))}</code></small>")
+            detail += (f"<br><small>expected: <code>{esc(_text(f.get('expected')))}</code> · "
+                       f"actual: <code>{esc(_text(f.get('actual')))}</code></small>")
         if f.get("source"):
             detail += f"<br><small>your code: <code>{esc(f.get('source'))}</code></small>"
         rows.append([esc(f.get("severity")),

@@ -96,11 +96,6 @@ def _split_path(path: str) -> list[str]:
     return [".".join(parts[:k]) for k in range(1, len(parts) + 1)]
 
 
-def _parent(path: str) -> str:
-    prefixes = _split_path(path)
-    return prefixes[-2] if len(prefixes) > 1 else ""
-
-
 def module_paths(nodes: Sequence[dict[str, Any]]) -> tuple[str, ...]:
     """Every module path of the graph, nested paths included, outermost first.
 

@@ -29,9 +29,11 @@ for name in ("eager", "inductor"):
     data = json.loads(pathlib.Path({data!r}, f"report_{{name}}.json").read_text())
     assert "Invariants" in render_report_page(data)
     assert report_widget(data).titles[-1] == "Invariants"
-assert "pcnb-mismatch" in render_violation_html({{"what": "w", "invariant": 3, "where": "x",
-    "expected": "shape=[2]", "actual": "shape=[3]", "hint": "h", "extra": {{}},
-    "message": "m"}})
+assert '<td class="pcnb-mismatch">[2]</td><td class="pcnb-mismatch">[3]</td>' in \
+    render_violation_html({{"what": "w", "invariant": 3, "where": "x",
+        "expected": {{"shape": [2], "dtype": "float32"}},
+        "actual": {{"shape": [3], "dtype": "float32"}}, "hint": "h", "extra": {{}},
+        "message": "m"}})
 print(sorted(m for m in sys.modules if m == "torch" or m.startswith("torch.")))
 """
 

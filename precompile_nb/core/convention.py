@@ -1,0 +1,95 @@
+"""The calling convention: one typed contract from capture to the artifact's driver.
+
+What each positional argument of fn is (a module, a tensor, a container, a baked value), which
+graph input each tensor is and what it is specialized to, what each result leaf is (a graph
+output, an input returned as it is, a view of an input, a value), which inputs are written
+back and which receive gradients. capture builds it, lower refines it
+(`dataclasses.replace`), emit writes `convention.to_literal()` into the artifact, and both
+`load.read_meta` and the driver read it back with the one decoder, `decode`.
+
+The record classes are defined in `_driver.py`, because every artifact carries the driver and
+needs them to run (Note [one driver, two homes] in emit.py); this module is the package's
+door to them, and it holds the artifact format version with its rule.
+
+    >>> from precompile_nb.core.convention import TensorArg, decode
+    >>> TensorArg(path="x").to_literal()
+    {'kind': 'tensor', 'path': 'x'}
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from typing import Any, Union
+
+from . import _driver
+from ._driver import PcAliasOut as AliasOut
+from ._driver import PcConstant as Constant
+from ._driver import PcConstArg as ConstArg
+from ._driver import PcConstOut as ConstOut
+from ._driver import PcConvention as Convention
+from ._driver import PcGraphOut as GraphOut
+from ._driver import PcInputOut as InputOut
+from ._driver import PcLeaf as Leaf
+from ._driver import PcModuleArg as ModuleArg
+from ._driver import PcPytreeArg as PytreeArg
+from ._driver import PcTensorArg as TensorArg
+from ._driver import PcTensorInput as TensorInput
+from ._driver import PcWriteBack as WriteBack
+
+# the dims of a dense layout, outer to inner, or None (one rule for capture and the driver)
+dense_order = _driver._pc_dense_order
+# a class by module and qualified name, as an artifact finds a namedtuple again at load
+find_class = _driver._pc_find_class
+
+Argument = Union[ModuleArg, TensorArg, ConstArg, PytreeArg]
+Output = Union[GraphOut, InputOut, AliasOut, ConstOut]
+
+__all__ = ["AliasOut", "Argument", "ARTIFACT_FORMAT", "ARTIFACT_VERSION", "ConstArg",
+           "ConstOut", "Constant", "Convention", "GraphOut", "InputOut", "Leaf", "ModuleArg",
+           "Output", "PytreeArg", "dense_order", "find_class", "TensorArg", "TensorInput", "WriteBack", "decode",
+           "schema_fingerprint"]
+
+# Note [artifact version]
+#   ARTIFACT_VERSION names the shape of what the package reads out of an artifact without
+#   running it: the metadata literal (every record's fields and literal kinds, the union tags,
+#   the header fields) and the section markers. It changes exactly when that shape changes, so
+#   that this package never misreads an artifact written by another version of itself.
+#   The driver's *code* is not part of it: each artifact carries its own copy and runs it.
+#   The rule is enforced by tests/core/test_convention.py: it recomputes schema_fingerprint()
+#   and compares it with FINGERPRINTS[ARTIFACT_VERSION]. When it fails, bump ARTIFACT_VERSION
+#   and record the new fingerprint under it (keep the old ones: they document the history).
+ARTIFACT_FORMAT = "precompile_nb.artifact"
+ARTIFACT_VERSION = 2
+FINGERPRINTS = {
+    2: "171e3cadd88976d991d90287a3f83fc7798119443ab51f09dd6200f436cdfda4",
+}
+
+_RECORDS = (Convention, TensorInput, Constant, ModuleArg, TensorArg, ConstArg, PytreeArg, Leaf,
+            GraphOut, InputOut, AliasOut, ConstOut, WriteBack)
+
+
+def decode(meta: Any) -> Convention:
+    """The Convention in an artifact's metadata literal (the driver's own decoder); a
+    malformed field at any depth is a PrecompileError (invariant 7) naming it."""
+    return _driver._pc_decode(meta)
+
+
+def schema_fingerprint() -> str:
+    """sha256 of the artifact format's shape (Note [artifact version])."""
+    from .emit import META_NAME, SECTIONS
+
+    def kind_text(kind: Any) -> str:
+        if isinstance(kind, tuple) and kind and isinstance(kind[-1], type):
+            return f"{kind[0]}:{kind[1].__name__}"
+        return repr(kind)
+
+    parts = [ARTIFACT_FORMAT, META_NAME, repr(SECTIONS), repr(_driver._PC_HEADER)]
+    for cls in _RECORDS:
+        fields = [f.name for f in dataclasses.fields(cls)]
+        schema = {k: kind_text(v) for k, v in cls._pc_schema.items()}
+        parts.append(f"{cls.__name__} kind={cls._pc_kind} fields={fields} schema={schema}")
+    for name, members in sorted(_driver._PC_UNIONS.items()):
+        parts.append(f"{name}={sorted((k, c.__name__) for k, c in members.items())}")
+    for name, (_, text, _) in sorted(_driver._PC_KINDS.items()):
+        parts.append(f"{name}: {text}")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
