@@ -109,8 +109,9 @@ NOTEBOOKS["03_dynamic_shapes"] = [
     ("md", """# Dynamic shapes
 
 Shapes are specialized to the example, except a dimension marked dynamic: `--dynamic x:0`
-(or `torch._dynamo.decorators.mark_unbacked(x, 0)` before `precompile`) captures it as an
-unbacked size, and one artifact serves every batch size."""),
+(or `torch._dynamo.mark_dynamic(x, 0)` before `precompile`) captures it as a symbolic size,
+and one artifact serves every batch size. Where the graph needs to know something about that
+size, the example decides it and the artifact checks it on every call: a **guard**."""),
     ("code", SETUP),
     ("code", """model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3)).eval()
 x = torch.randn(4, 8)"""),
@@ -129,18 +130,37 @@ try:
     classify(model, torch.randn(5, 9))
 except PrecompileError as e:
     print(e.invariant, e.where, "|", e.expected)"""),
-    ("md", """## What fails loudly
+    ("md", """## Guards: what the example decides
 
-A graph that needs to branch on the dynamic size cannot serve every size: capture fails and
-names the input and dimension."""),
-    ("code", """# NBVAL_RAISES_EXCEPTION
-%%precompile --dynamic x:0
+This function branches on the batch size. The example (batch 4) takes the second branch, so
+the artifact is built for the sizes where `x.size(0) > 4` is false, and says so:"""),
+    ("code", """%%precompile --dynamic x:0 --out rb --quiet
 def branchy(model, x):
     if x.shape[0] > 4:
         return model(x)
     return model(x) * 2"""),
     ("code", """# NBVAL_CHECK_OUTPUT
-print("branchy" in globals())  # the failed cell bound nothing"""),
+print(rb.report["guards"][0]["text"])
+x3 = torch.randn(3, 8)
+print(torch.allclose(branchy(model, x3), model(x3) * 2))
+try:
+    branchy(model, torch.randn(7, 8))
+except PrecompileError as e:
+    print(e.invariant, e.where, "|", e.actual)"""),
+    ("md", """## What fails loudly
+
+`torch._dynamo.decorators.mark_unbacked(x, 0)` promises more: one graph for *every* size, with
+nothing assumed. A graph that needs to branch on that size then cannot exist, and capture
+fails, naming the input, the dimension and the way out:"""),
+    ("code", """# NBVAL_CHECK_OUTPUT
+from precompile_nb import precompile
+xu = x.detach()
+torch._dynamo.decorators.mark_unbacked(xu, 0)
+try:
+    precompile(branchy.__wrapped__, model, xu)  # the plain function behind the magic
+except PrecompileError as e:
+    print(e.what)
+    print("fix:", e.hint.split(":")[0])"""),
 ]
 
 NOTEBOOKS["04_invariants"] = [

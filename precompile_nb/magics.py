@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import inspect
 import os
+import re
 import time
 import traceback
 import warnings
@@ -165,7 +166,13 @@ def _example_inputs(ns: dict[str, Any], fn: Callable, fn_name: str,
     return arg_names, values
 
 
-def _parse_dynamic(spec: str | None, backend: str) -> list[tuple[str, int]]:
+_DYNAMIC_ITEM = re.compile(r"^(?P<arg>[A-Za-z_]\w*):(?P<dim>-?\d+)"
+                           r"(?:=(?P<lo>\d+)?\.\.(?P<hi>\d+)?)?$")
+
+
+def _parse_dynamic(spec: str | None, backend: str,
+                   ) -> list[tuple[str, int, int | None, int | None]]:
+    """ARG:DIM[=LO..HI][,...] -> (arg, dim, lo, hi) marks."""
     if not spec:
         return []
     if backend != "inductor":
@@ -173,20 +180,22 @@ def _parse_dynamic(spec: str | None, backend: str) -> list[tuple[str, int]]:
                          "are compiled by Inductor)")
     marks = []
     for item in spec.split(","):
-        arg, sep, dim = item.strip().partition(":")
-        if not sep or not arg or not dim.strip().lstrip("-").isdigit():
-            raise UsageError(f"%%precompile: --dynamic takes ARG:DIM[,ARG:DIM...], got {item!r}")
-        marks.append((arg.strip(), int(dim)))
+        m = _DYNAMIC_ITEM.match(item.strip())
+        if m is None:
+            raise UsageError("%%precompile: --dynamic takes ARG:DIM[=LO..HI][,...], e.g. x:0 or "
+                             f"x:0=1..4096, got {item!r}")
+        lo, hi = (int(v) if v else None for v in (m["lo"], m["hi"]))
+        marks.append((m["arg"], int(m["dim"]), lo, hi))
     return marks
 
 
-def _mark_dynamic(marks: list[tuple[str, int]], arg_names: list[str], line_names: Sequence[str],
-                  values: list[Any]) -> list[Any]:
+def _mark_dynamic(marks: list[tuple[str, int, int | None, int | None]], arg_names: list[str],
+                  line_names: Sequence[str], values: list[Any]) -> list[Any]:
     """The inputs with the --dynamic dims marked. A marked alias is passed, not the notebook's
     tensor: a mark left on it would make a later %%precompile of it dynamic too."""
     values = list(values)
     aliased: set[int] = set()
-    for arg, dim in marks:
+    for arg, dim, lo, hi in marks:
         if arg in arg_names:
             k = arg_names.index(arg)
         elif arg in line_names:
@@ -204,7 +213,7 @@ def _mark_dynamic(marks: list[tuple[str, int]], arg_names: list[str], line_names
         if k not in aliased:
             values[k] = t = t.detach().requires_grad_(t.requires_grad)
             aliased.add(k)
-        _compat.mark_unbacked(t, dim % t.dim())
+        _compat.mark_dynamic(t, dim % t.dim(), lo, hi)
     return values
 
 
@@ -227,8 +236,9 @@ class PrecompileMagics(Magics):
                    "variables named like the function's parameters)")
     @argument("--backend", choices=BACKENDS, default="inductor",
               help="inductor (default): generated kernels; eager: the captured ATen graph")
-    @argument("--dynamic", metavar="ARG:DIM[,ARG:DIM...]",
-              help="dimensions that may change between calls (inductor only), e.g. x:0")
+    @argument("--dynamic", metavar="ARG:DIM[=LO..HI][,...]",
+              help="dimensions that may change between calls (inductor only), e.g. x:0 or "
+                   "x:0=1..4096 (torch._dynamo.mark_dynamic with that range)")
     @argument("--name", metavar="N", help="bind the precompiled callable as N (default: the "
                                           "function's name)")
     @argument("--out", metavar="VAR", help="bind a PrecompileResult (python_code, cache, save(), "

@@ -63,9 +63,12 @@ def make_fx_trace(fn: Callable, inputs: Sequence[Any], *, decompositions, fake_m
 
 def fake_with_unbacked(tensors: Sequence[torch.Tensor],
                        dynamic: Sequence[dict[int, tuple[int | None, int | None]]],
+                       assumptions: Sequence[str] = (),
                        ) -> tuple[Any, list[Any], dict[str, tuple[int, int]]]:
     """Fake copies of `tensors` in one FakeTensorMode with a ShapeEnv, where the dims in
-    `dynamic[i]` are unbacked symbolic sizes (invariant 3: a guard on one fails the trace).
+    `dynamic[i]` are unbacked symbolic sizes (invariant 3: a guard on one fails the trace),
+    known to lie within their (min, max) bounds, and where every Python expression in
+    `assumptions` (over the symbol names, e.g. "u0 <= 880801") is known to hold.
     Returns (fake mode, fakes, {symbol name: (tensor index, dim)}).
     2.13/2.14: DimDynamic.UNBACKED; 2.11: DimDynamic.SIZE_LIKE_UNBACKED."""
     from torch._subclasses.fake_tensor import FakeTensorMode
@@ -86,7 +89,63 @@ def fake_with_unbacked(tensors: Sequence[torch.Tensor],
             for d in dyn:
                 symbols[str(f.shape[d])] = (i, d)
             fakes.append(f)
+    sizes = {name: fakes[i].shape[d] for name, (i, d) in symbols.items()}
+    with mode:
+        for (i, d) in symbols.values():
+            lo, hi = dynamic[i][d]
+            if lo is not None:
+                torch._check(fakes[i].shape[d] >= lo)
+            if hi is not None:
+                torch._check(fakes[i].shape[d] <= hi)
+        for expr in assumptions:
+            holds = eval(expr, {"__builtins__": {}}, dict(sizes))  # noqa: S307 - ours
+            # 2.11's printer writes a size's truth as the bare size ("u0"): a SymInt
+            torch._check(holds != 0 if isinstance(holds, (int, torch.SymInt)) else holds)
     return mode, fakes, symbols
+
+
+def runtime_asserts(mode: Any) -> list[Any]:
+    """The conditions the trace asserted on symbolic sizes (torch._check, broadcasting of two
+    dynamic dims): ShapeEnv.deferred_runtime_asserts, symbol -> [RuntimeAssert(expr, ...)]
+    (2.11-2.14), in the order recorded, each once."""
+    env = getattr(mode, "shape_env", None)
+    seen: dict[str, Any] = {}
+    for entries in getattr(env, "deferred_runtime_asserts", {}).values():
+        for ra in entries:
+            seen.setdefault(str(ra.expr), ra.expr)
+    return list(seen.values())
+
+
+def guard_condition(e: BaseException) -> Any:
+    """The sympy condition a data-dependent guard error could not decide
+    (GuardOnDataDependentSymNode.cond, 2.11-2.14), or None."""
+    return getattr(e, "cond", None)
+
+
+def condition_source(cond: Any, holds: bool = True) -> str:
+    """A sympy condition (or its negation) as a Python expression over its symbol names:
+    "u0 <= 880801", "(2048*u0) != 0" (no `not`: a symbolic bool has no Python truth value)."""
+    import sympy
+    from torch.utils._sympy.printers import PythonPrinter
+
+    return PythonPrinter().doprint(cond if holds else sympy.Not(cond))
+
+
+def condition_at(cond: Any, sizes: dict[str, int]) -> tuple[Any, bool] | None:
+    """(condition, its truth) at the given symbol values; None if it names other symbols.
+    A guard error can also ask for a size's value itself ("Could not extract specialized
+    integer from u0", int(size)): that is the condition `u0 == <its value>`."""
+    import sympy
+
+    free = {s.name: s for s in cond.free_symbols}
+    if not set(free) <= set(sizes):
+        return None
+    value = cond.xreplace({free[n]: sizes[n] for n in free})
+    boolean = (sympy.core.relational.Relational, sympy.logic.boolalg.BooleanFunction,
+               sympy.logic.boolalg.BooleanAtom)  # not Boolean: a Symbol is one too
+    if not isinstance(cond, boolean):
+        return sympy.Eq(cond, value), True
+    return cond, bool(value)
 
 
 def reparametrize(module: torch.nn.Module, mapping: dict[str, torch.Tensor]):
@@ -369,6 +428,11 @@ def mark_unbacked(t: torch.Tensor, dim: int) -> None:
     torch._dynamo.decorators.mark_unbacked(t, dim)
 
 
+def mark_dynamic(t: torch.Tensor, dim: int, lo: int | None, hi: int | None) -> None:
+    """torch._dynamo.mark_dynamic with its min/max (2.11-2.14)."""
+    torch._dynamo.mark_dynamic(t, dim, min=lo, max=hi)
+
+
 def treespec_children(spec: Any) -> list[Any]:
     """A TreeSpec's child specs: `children()` where it exists (2.13, 2.14: `children_specs`
     is deprecated there), else `children_specs` (2.11)."""
@@ -400,7 +464,7 @@ class DimMarks:
     unbacked: dict[int, tuple[int | None, int | None]]
     shape_ids: dict[int, str]
     specialize_on: tuple[int, ...]
-    dynamic: tuple[int, ...]
+    dynamic: dict[int, tuple[int | None, int | None]]  # mark_dynamic dims -> (min, max)
 
 
 def dim_marks(t: torch.Tensor) -> DimMarks:
@@ -423,8 +487,19 @@ def dim_marks(t: torch.Tensor) -> DimMarks:
         unbacked={d: tuple(bounds.get(d, (None, None))) for d in sorted(unbacked)},
         shape_ids={int(d): str(s) for d, s in table("_dynamo_shape_ids").items()},
         specialize_on=tuple(sorted(int(d) for d, v in special.items() if v)),
-        dynamic=tuple(sorted(ints("_dynamo_dynamic_indices")
-                             | ints("_dynamo_weak_dynamic_indices"))))
+        dynamic=_dynamic_ranges(t, ints("_dynamo_dynamic_indices")
+                                | ints("_dynamo_weak_dynamic_indices")))
+
+
+def _dynamic_ranges(t: torch.Tensor, dims: set[int]) -> dict[int, tuple[int | None, int | None]]:
+    """mark_dynamic's min/max per dim: _DimRange(dim, min, max) entries of
+    _dynamo_dynamic_range (2.11-2.14)."""
+    out: dict[int, tuple[int | None, int | None]] = {d: (None, None) for d in sorted(dims)}
+    for r in getattr(t, "_dynamo_dynamic_range", None) or ():
+        d = int(getattr(r, "dim", -1))
+        if d in out:
+            out[d] = (getattr(r, "min", None), getattr(r, "max", None))
+    return out
 
 
 @contextlib.contextmanager

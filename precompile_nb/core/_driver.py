@@ -129,6 +129,13 @@ def _pc_is_ids(v):
     return type(v) is dict and all(type(d) is int and type(i) is str for d, i in v.items())
 
 
+def _pc_is_dims(v):
+    """Symbols of guards: {name: [graph input, dim]}."""
+    return type(v) is dict and all(
+        type(k) is str and k.isidentifier() and type(x) is list and len(x) == 2
+        and all(type(n) is int and n >= 0 for n in x) for k, x in v.items())
+
+
 _PC_INTS = lambda v: type(v) is list and all(type(x) is int for x in v)  # noqa: E731
 # literal kind -> (check, description for the error, conversion to the in-memory form)
 _PC_KINDS = {
@@ -146,6 +153,9 @@ _PC_KINDS = {
     "bounds": (_pc_is_bounds, "a dict {dim: [lo or None, hi or None]}",
                lambda v: {d: tuple(b) for d, b in v.items()}),
     "ids": (_pc_is_ids, "a dict {dim: shape id}", None),
+    "dims": (_pc_is_dims, "a dict {symbol: [graph input, dim]}",
+             lambda v: {k: tuple(x) for k, x in v.items()}),
+    "str?": (lambda v: v is None or type(v) is str, "a str or None", None),
     "tree": (lambda v: _pc_is_tree(v), "a container structure (Note [tree literal])", None),
 }
 
@@ -311,6 +321,19 @@ class PcWriteBack(_PcRecord):
 
 
 @_pc_record
+class PcGuard(_PcRecord):
+    """A condition on dynamic sizes that the graph was captured under, checked on every call
+    before any kernel (invariant 3). Capture assumed it because the example satisfies it and
+    the graph needed to know (Note [guards from the example] in capture.py)."""
+
+    expr: str  # a Python expression over the symbol names: "u0 <= 880801"
+    symbols: dict  # symbol name -> (graph input, dim)
+    text: str  # for people: "x.size(0) <= 880801"
+    source: object  # "file:line: code" that needed it (str), or None
+    _pc_schema = {"expr": "str", "symbols": "dims", "text": "str", "source": "str?"}
+
+
+@_pc_record
 class PcConvention(_PcRecord):
     """The whole calling convention of one artifact."""
 
@@ -327,12 +350,14 @@ class PcConvention(_PcRecord):
     # graph inputs the compiled graph does not take (it reads only their shape, or nothing):
     # checked like every input, but not their layout, and not passed to it
     unread: tuple = ()
+    guards: tuple = ()  # PcGuard
     _pc_schema = {"fn_name": "str",
                   "args": ("union", "ARGS"), "inputs": ("records", PcTensorInput),
                   "constants": ("records", PcConstant), "out_spec": "tree",
                   "outputs": ("union", "OUTPUTS"), "mutations": ("records", PcWriteBack),
                   "grads": ("records", PcWriteBack), "check_strides": "bool",
-                  "device_index": "nat", "unread": "nats"}
+                  "device_index": "nat", "unread": "nats",
+                  "guards": ("records", PcGuard)}
 
 
 _PC_UNIONS = {
@@ -446,6 +471,11 @@ def _pc_check_references(conv):
     for j, i in enumerate(conv.unread):
         if i >= n_in:
             raise _PcBadLiteral(f"_PC_META['unread'][{j}]", f"< {n_in}", i)
+    for j, g in enumerate(conv.guards):
+        for name, (i, d) in g.symbols.items():
+            if i >= n_in or d >= len(conv.inputs[i].shape):
+                raise _PcBadLiteral(f"_PC_META['guards'][{j}]['symbols'][{name!r}]",
+                                    "a dim of a graph input", [i, d])
 
 
 def _pc_check_same_as(same_as, n_before, at):
@@ -691,16 +721,21 @@ def _pc_plan_tensors(root, plan):
     return [praw[i] for i in psel] + [braw[i] for i in bsel]
 
 
-def _pc_batch_guard(flat):
+def _pc_batch_guard(flat, checks):
     """One C++ check of every graph input at once -- exact type, dispatch keys, dtype,
     device, requires_grad, sizes and strides equal to `flat`'s (torch._C._dynamo.guards.
     TensorGuards, what Dynamo's guards used; present in torch 2.0-2.14). It accepts a
     subset of what the driver's own checks accept, so a pass skips them and a miss falls
-    back to them. None where torch lacks it or it does not take these tensors."""
+    back to them. Dynamic dims are left to the driver (None: any size, and any strides of
+    that input: its layout is the driver's check). None where torch lacks it or it does not
+    take these tensors."""
     try:
         from torch._C._dynamo.guards import TensorGuards
-        guard = TensorGuards(*flat, dynamic_dims_sizes=[list(t.shape) for t in flat],
-                             dynamic_dims_strides=[list(t.stride()) for t in flat])
+        sizes = [[None if d in c.spec.dynamic else n for d, n in enumerate(t.shape)]
+                 for t, c in zip(flat, checks)]
+        strides = [[None] * t.dim() if c.spec.dynamic else list(t.stride())
+                   for t, c in zip(flat, checks)]
+        guard = TensorGuards(*flat, dynamic_dims_sizes=sizes, dynamic_dims_strides=strides)
         return guard.check if guard.check(*flat) else None
     except Exception:  # noqa: BLE001 - an optional fast path: the Python checks remain
         return None
@@ -752,6 +787,8 @@ class _PcPlan:
     read: object  # tuple of the graph inputs the compiled graph takes; None: all of them
     distinct: tuple  # (input, is mutated): must not share memory with each other at a call
     same_size: tuple  # (shape id, ((input, dim), ...)): dynamic dims that share one size
+    guards: tuple  # (compiled expression, ((name, input, dim), ...), PcGuard)
+    dyn_inputs: tuple  # graph inputs with dynamic dims
 
 
 class _PcState:
@@ -902,7 +939,28 @@ def _pc_call_plan(conv, Err):
         reuse_flat=not (constants or mutations or grads or unread
                         or any(o[0] in (_PC_OUT_INPUT, _PC_OUT_ALIAS) for o in outs)),
         read=tuple(i for i in range(len(checks)) if i not in unread) if unread else None,
-        distinct=_pc_distinct(conv), same_size=_pc_same_size(conv))
+        distinct=_pc_distinct(conv), same_size=_pc_same_size(conv),
+        guards=_pc_guard_plan(conv, Err),
+        dyn_inputs=tuple(i for i, s in enumerate(conv.inputs) if s.dynamic))
+
+
+_PC_GUARD_FNS = {"__builtins__": {}, "min": min, "max": max, "abs": abs}
+
+
+def _pc_guard_plan(conv, Err):
+    out = []
+    for j, g in enumerate(conv.guards):
+        try:
+            code = compile(g.expr, f"<guard {g.text}>", "eval", dont_inherit=True)
+        except (SyntaxError, ValueError) as e:
+            raise _pc_load_failure(Err, f"_PC_META['guards'][{j}]['expr']",
+                                   "a Python expression", repr(g.expr)[:80]) from e
+        unknown = [n for n in code.co_names if n not in g.symbols and n not in _PC_GUARD_FNS]
+        if unknown:
+            raise _pc_load_failure(Err, f"_PC_META['guards'][{j}]['expr']",
+                                   "an expression over its symbols only", unknown)
+        out.append((code, tuple((n, i, d) for n, (i, d) in g.symbols.items()), g))
+    return tuple(out)
 
 
 def _pc_distinct(conv):
@@ -1050,17 +1108,33 @@ def _pc_check(p, st, flat):
     error."""
     if p.dynamic:
         _pc_check_all(p, flat)
-        return
-    all_cpu, strides, Tensor = p.all_cpu, p.check_strides, _pc_torch.Tensor
-    for t, c in zip(flat, p.fast):
-        if not ((type(t) in _PC_TENSOR_TYPES or isinstance(t, Tensor))
-                and (t.shape, t.dtype, t.is_cpu if all_cpu else t.device,
-                     t.stride() if strides else None) == c):
-            _pc_check_all(p, flat)
-            break
+    else:
+        all_cpu, strides, Tensor = p.all_cpu, p.check_strides, _pc_torch.Tensor
+        for t, c in zip(flat, p.fast):
+            if not ((type(t) in _PC_TENSOR_TYPES or isinstance(t, Tensor))
+                    and (t.shape, t.dtype, t.is_cpu if all_cpu else t.device,
+                         t.stride() if strides else None) == c):
+                _pc_check_all(p, flat)
+                break
     if st.rebuilds > 0:  # accepted: guard the next calls with one C++ check
         st.rebuilds -= 1
-        st.guard = _pc_batch_guard(flat)
+        st.guard = _pc_batch_guard(flat, p.checks)
+
+
+def _pc_check_dims(p, flat):
+    """After the batch guard passed a dynamic artifact's inputs: what only the driver checks,
+    their dynamic dims (bounds, layout, shared sizes, guards); any doubt goes to the full
+    checks, which raise the precise error."""
+    for i in p.dyn_inputs:
+        c, t = p.checks[i], flat[i]
+        for d, (lo, hi) in c.spec.dynamic.items():
+            n = t.shape[d]
+            if (lo is not None and n < lo) or (hi is not None and n > hi):
+                _pc_check_all(p, flat)
+        if c.order is not None and not _pc_layout_ok(c, t):
+            _pc_check_all(p, flat)
+    if p.same_size or p.guards:
+        _pc_check_shared(p, flat)
 
 
 def _pc_check_all(p, flat):
@@ -1071,9 +1145,30 @@ def _pc_check_all(p, flat):
         elif (not isinstance(t, _pc_torch.Tensor) or t.shape != c.shape or t.dtype != c.dtype
               or t.device != c.device or not _pc_layout_ok(c, t)):
             _pc_fail_tensor(p, i, t, flat)
+    _pc_check_shared(p, flat)
+
+
+def _pc_check_shared(p, flat):
+    """Conditions across dynamic sizes: shared shape ids, then the capture's guards."""
     for sid, dims in p.same_size:
         _pc_check_same_size(p, sid, dims, flat)
+    for code, binds, g in p.guards:
+        sizes = {n: flat[i].shape[d] for n, i, d in binds}
+        if not eval(code, _PC_GUARD_FNS, sizes):  # noqa: S307 - the artifact's own
+            _pc_guard_failed(p, g, binds, sizes)
 
+
+def _pc_guard_failed(p, g, binds, sizes):
+    names = {n: f"{p.checks[i].where}.size({d})" for n, i, d in binds}
+    raise p.Err(f"{p.fn_name}: the call breaks a condition the graph was captured under",
+                invariant=3, stage="call", where=g.text, expected=g.text,
+                actual=_PcFields((names[n], v) for n, v in sizes.items()),
+                hint="this artifact serves the sizes where " + g.text + " holds (assumed at "
+                     "capture because the example satisfies it"
+                     + (f", needed by {g.source}" if g.source else "") + "); precompile with "
+                     "an example of the sizes you need, or give the dim a range: "
+                     "torch._dynamo.mark_dynamic(t, dim, min=..., max=...)",
+                extra={"guard": g.expr, "source": g.source})
 
 def _pc_layout_ok(c, t):
     """Invariant 6: the strides the kernels read. A size-1 dim's stride is never read, and
@@ -1129,7 +1224,8 @@ def _pc_check_dynamic(p, i, t, flat):
                 raise p.Err(f"{p.fn_name}: {c.where}: dynamic dim {d} out of its bounds",
                             invariant=3, stage="call", where=f"{c.where}.shape[{d}]",
                             expected=f"{lo} <= size <= {hi}", actual=n,
-                            hint="pass a size inside the bounds given to mark_unbacked")
+                            hint="pass a size inside the bounds the dim was marked with "
+                                 "(mark_dynamic / mark_unbacked min and max)")
         elif n != s.shape[d]:
             _pc_fail_tensor(p, i, t, flat)
     if not _pc_layout_ok(c, t):
@@ -1208,7 +1304,7 @@ def _pc_fail_tensor(p, i, t, flat):
     else:
         inv, what = 3, "shape differs from the example"
         hint = ("shapes are specialized at capture: pass the example's shape, or mark the "
-                "dimension dynamic with torch._dynamo.decorators.mark_unbacked(t, dim) "
+                "dimension dynamic with torch._dynamo.mark_dynamic(t, dim) (or mark_unbacked) "
                 "before precompile (inductor backend)")
         if s.dynamic:
             hint = "only the dims marked dynamic may vary, within their bounds; " + hint
@@ -1296,6 +1392,7 @@ def _pc_make_forward(meta, graph_call, error_class=None):
     p = _pc_call_plan(_pc_decode(meta, error_class), error_class or PrecompileError)
     st = _PcState(p.nargs)
     single_out, n_inputs, distinct, Err = p.single_out, len(p.checks), p.distinct, p.Err
+    dynamic = p.dynamic
 
     def forward(*args):
         try:
@@ -1304,6 +1401,8 @@ def _pc_make_forward(meta, graph_call, error_class=None):
             # (it raises TypeError on another number of tensors: never hand it one)
             if guard is None or len(flat) != n_inputs or not guard(*flat):
                 _pc_check(p, st, flat)
+            elif dynamic:  # the guard left the dynamic dims to us
+                _pc_check_dims(p, flat)
             if distinct:
                 _pc_check_distinct(p, flat)
             outs = _pc_run(p, graph_call, flat)

@@ -22,9 +22,10 @@ import torch
 from torch.utils import _pytree as pytree
 
 from . import _compat
+from .convention import (AliasOut, Constant, ConstArg, ConstOut, Convention, GraphOut, Guard,
+                         Leaf, ModuleArg, PytreeArg, TensorArg, TensorInput, WriteBack,
+                         dense_order, find_class)
 from .errors import PrecompileError, user_frame
-from .convention import (AliasOut, dense_order, find_class, ConstArg, Constant, ConstOut, Convention, GraphOut, Leaf,
-                         ModuleArg, PytreeArg, TensorArg, TensorInput, WriteBack)
 from .schemas import Captured, GraphNodeInfo
 
 # Constants created inside fn (torch.tensor([...])) are carried as literals up to this size;
@@ -76,42 +77,10 @@ def capture(fn: Callable, example_inputs: Sequence[Any], *,
     flat_fn = _make_flat_fn(fn, example_inputs, lifted, state, P)
     dynamic = any(s.dynamic for s in lifted.specs)
     tracing_mode = "symbolic" if dynamic else "fake"
-    trace_inputs = _trace_inputs(lifted)
-    fake_mode, symbols = None, {}
-    if dynamic:  # invariant 3: marked dims become unbacked sizes
-        fake_mode, trace_inputs, symbols = _compat.fake_with_unbacked(
-            trace_inputs, [s.dynamic for s in lifted.specs])
-    with _compat.preserved_rng_state(), torch.enable_grad(), _compat.no_autocast():
-        try:
-            gm = _compat.make_fx_trace(flat_fn, trace_inputs, decompositions=decompositions,
-                                       fake_mode=fake_mode, modules=_module_args(
-                                           example_inputs, names))
-        except _compat.data_dependent_errors() as e:
-            hit = next((v for k, v in symbols.items() if re.search(rf"\b{k}\b", str(e))),
-                       None)
-            if hit is not None:
-                spec = lifted.specs[hit[0]]
-                P.add(PrecompileError(
-                    f"{_fn_name(fn)}: the computation branches on the dynamic dim "
-                    f"{spec.where}.shape[{hit[1]}]", invariant=3, stage="capture",
-                    where=user_frame(e.__traceback__) or f"{spec.where}.shape[{hit[1]}]",
-                    expected="a graph that works for every size of the dim",
-                    actual=str(e).splitlines()[0],
-                    hint=f"remove the size-dependent branch on {spec.where}.shape[{hit[1]}] "
-                         "(or use torch ops that work for any size), or do not mark that dim "
-                         "with mark_unbacked", extra={"input": spec.where, "dim": hit[1]}))
-                return None
-            P.add(PrecompileError(
-                f"{_fn_name(fn)}: a value or a branch depends on tensor data",
-                invariant=3, stage="capture",
-                where=user_frame(e.__traceback__) or "inside fn",
-                expected="control flow and shapes fixed by the example inputs",
-                actual=f"{type(e).__name__}: {str(e).splitlines()[0]}",
-                hint="keep .item(), .tolist(), bool(tensor) and data-dependent shapes out of "
-                     "fn: compute with tensors (torch.where instead of if), or do the "
-                     "data-dependent part outside the precompiled computation",
-                extra={"source": user_frame(e.__traceback__)}))
-            return None
+    traced = _trace(flat_fn, fn, example_inputs, names, lifted, decompositions, P)
+    if traced is None:
+        return None
+    gm, guards = traced
     constants = _check_constants(gm, fn, example_inputs, names, lifted, P)
     _check_nodes(gm, fn, P)
     _pin_factory_dtypes(gm)
@@ -124,7 +93,7 @@ def capture(fn: Callable, example_inputs: Sequence[Any], *,
         fn_name=_fn_name(fn), args=tuple(lifted.args), inputs=tuple(lifted.specs),
         constants=tuple(constants), out_spec=tree_literal(state["out_spec"], "fn's result", P),
         outputs=tuple(state["out_leaves"]), mutations=(), grads=tuple(state["grads"]),
-        check_strides=False, device_index=0)
+        check_strides=False, device_index=0, guards=guards)
     captured = Captured(
         convention=convention,
         graph=gm,
@@ -142,6 +111,124 @@ def capture(fn: Callable, example_inputs: Sequence[Any], *,
 
 
 # ---------------------------------------------------------------------------------------------
+# tracing
+#
+# Note [guards from the example]
+#   A dim marked with mark_unbacked is a size the graph knows nothing about: a graph that
+#   needs to branch on it fails the trace (one artifact, every size). A dim marked with
+#   mark_dynamic is traced the same way, but where the trace needs to decide a condition on
+#   it (BatchNorm asks `Eq(2048*u0, 0)`, int32 indexing asks `u0 <= 880801`), capture decides
+#   it the way the example does, records it as a Guard and traces again under that
+#   assumption. The artifact checks every guard on every call before any kernel, so a call
+#   outside what the graph was built for is a PrecompileError naming the guard and the line
+#   that needed it, never a silently different result.
+
+_MAX_GUARDS = 32
+
+
+def _trace(flat_fn: Callable, fn: Callable, example_inputs: Sequence[Any], names: list[str],
+           L: _Lifted, decompositions: dict | None, P: Problems,
+           ) -> tuple[torch.fx.GraphModule, tuple[Guard, ...]] | None:
+    """make_fx of the whole computation; with dynamic dims, repeated under each guard the
+    example decides (Note [guards from the example])."""
+    dynamic = [s.dynamic for s in L.specs]
+    guards: list[Guard] = []
+    while True:
+        trace_inputs = _trace_inputs(L)
+        fake_mode, symbols = None, {}
+        if any(dynamic):  # invariant 3: marked dims become symbolic sizes
+            fake_mode, trace_inputs, symbols = _compat.fake_with_unbacked(
+                trace_inputs, dynamic, [g.expr for g in guards])
+        before = {str(c) for c in _compat.runtime_asserts(fake_mode)}
+        with _compat.preserved_rng_state(), torch.enable_grad(), _compat.no_autocast():
+            try:
+                gm = _compat.make_fx_trace(
+                    flat_fn, trace_inputs, decompositions=decompositions, fake_mode=fake_mode,
+                    modules=_module_args(example_inputs, names))
+                asserted = [_guard(c, True, symbols, L, None)
+                            for c in _compat.runtime_asserts(fake_mode) if str(c) not in before]
+                return gm, tuple(guards) + tuple(g for g in asserted if g is not None)
+            except _compat.data_dependent_errors() as e:
+                guard = _guard_from(e, symbols, L)
+                if guard is None or len(guards) >= _MAX_GUARDS:
+                    _data_dependent_error(e, fn, symbols, L, P)
+                    return None
+                guards.append(guard)
+
+
+def _guard_from(e: BaseException, symbols: dict[str, tuple[int, int]], L: _Lifted,
+                ) -> Guard | None:
+    """The guard that lets the trace go on: the condition it could not decide, as the
+    example decides it, when it names only mark_dynamic dims."""
+    cond = _compat.guard_condition(e)
+    if cond is None:
+        return None
+    names = {s.name for s in cond.free_symbols}
+    if not names or not names <= set(symbols) or not all(
+            symbols[n] in L.assumable for n in names):
+        return None
+    sizes = {n: int(L.tensors[i].shape[d]) for n, (i, d) in symbols.items()}
+    decided = _compat.condition_at(cond, sizes)
+    if decided is None:
+        return None
+    return _guard(*decided, symbols, L, user_frame(e.__traceback__))
+
+
+def _guard(cond: Any, holds: bool, symbols: dict[str, tuple[int, int]], L: _Lifted,
+           source: str | None) -> Guard | None:
+    """`cond` (or its negation) on dynamic sizes as a Guard the artifact checks per call;
+    None when it names sizes that are not the inputs' (the graph's own)."""
+    names = {s.name for s in cond.free_symbols}
+    if not names or not names <= set(symbols):
+        return None
+    expr = text = _compat.condition_source(cond, holds)
+    for n in sorted(names, key=len, reverse=True):
+        i, d = symbols[n]
+        text = re.sub(rf"\b{n}\b", f"{L.specs[i].where}.size({d})", text)
+    return Guard(expr=expr, symbols={n: symbols[n] for n in sorted(names)}, text=text,
+                 source=source)
+
+
+def _data_dependent_error(e: BaseException, fn: Callable, symbols: dict[str, tuple[int, int]],
+                          L: _Lifted, P: Problems) -> None:
+    hit = next((v for k, v in symbols.items() if re.search(rf"\b{k}\b", str(e))), None)
+    if hit is not None:
+        spec = L.specs[hit[0]]
+        dim = f"{spec.where}.shape[{hit[1]}]"
+        P.add(PrecompileError(
+            f"{_fn_name(fn)}: the computation branches on the dynamic dim {dim}",
+            invariant=3, stage="capture", where=user_frame(e.__traceback__) or dim,
+            expected="a graph that works for every size of the dim",
+            actual=str(e).splitlines()[0],
+            hint=_dynamic_dim_fix(e, dim, spec.where, hit[1], hit in L.assumable),
+            extra={"input": spec.where, "dim": hit[1]}))
+        return
+    P.add(PrecompileError(
+        f"{_fn_name(fn)}: a value or a branch depends on tensor data",
+        invariant=3, stage="capture",
+        where=user_frame(e.__traceback__) or "inside fn",
+        expected="control flow and shapes fixed by the example inputs",
+        actual=f"{type(e).__name__}: {str(e).splitlines()[0]}",
+        hint="keep .item(), .tolist(), bool(tensor) and data-dependent shapes out of "
+             "fn: compute with tensors (torch.where instead of if), or do the "
+             "data-dependent part outside the precompiled computation",
+        extra={"source": user_frame(e.__traceback__)}))
+
+
+def _dynamic_dim_fix(e: BaseException, dim: str, where: str, d: int, assumable: bool) -> str:
+    cond = _compat.guard_condition(e)
+    expr = _compat.condition_source(cond) if cond is not None else None
+    if assumable:
+        return (f"the graph needs a condition on {dim} that the example cannot decide"
+                + (f" ({expr})" if expr else "") + ": remove the size-dependent branch, or "
+                "specialise the dim (no mark)")
+    return (f"mark it with torch._dynamo.mark_dynamic({where}, {d}) instead of mark_unbacked: "
+            "the artifact then assumes what the example shows"
+            + (f" about {expr}" if expr else "") + " and checks it on every call; or add "
+            f"torch._check(...) on {dim} in fn, or remove the size-dependent branch")
+
+
+# ---------------------------------------------------------------------------------------------
 # lifting the arguments
 
 
@@ -156,16 +243,20 @@ class _Lifted:
         # per positional arg, how flat_fn rebuilds it from the traced tensors
         self.rebuild: list[tuple[str, Any]] = []
         self.index: dict[int, int] = {}  # id(tensor) -> its graph input
+        # (graph input, dim) marked with mark_dynamic: capture may assume what the example
+        # shows about its size (Note [guards from the example])
+        self.assumable: set[tuple[int, int]] = set()
 
     def add_input(self, t: torch.Tensor, where: str, arg: int, P: Problems) -> int:
         """Graph input of a user tensor; one tensor passed twice is one input (invariant 4:
         an in-place update through one is seen through the other, as in eager)."""
         if id(t) in self.index:
             return self.index[id(t)]
-        self.index[id(t)] = len(self.tensors)
+        k = self.index[id(t)] = len(self.tensors)
         self.tensors.append(t)
         self.specs.append(_tensor_spec(t, where, "input", arg, P))
-        return len(self.tensors) - 1
+        self.assumable.update((k, d) for d in _compat.dim_marks(t).dynamic)
+        return k
 
 
 def _arg_names(fn: Callable, n: int) -> list[str]:
@@ -200,7 +291,7 @@ def _tensor_spec(t: torch.Tensor, where: str, kind: str, arg: int,
                  P: Problems) -> TensorInput:
     marks = _compat.dim_marks(t)
     _check_marks(t, where, kind, marks, P)
-    dynamic = marks.unbacked if kind == "input" else {}
+    dynamic = {**marks.unbacked, **marks.dynamic} if kind == "input" else {}
     return TensorInput(where=where, kind=kind, arg=arg, shape=tuple(t.shape),
                        stride=tuple(t.stride()), dtype=str(t.dtype).replace("torch.", ""),
                        device=str(t.device), requires_grad=bool(t.requires_grad),
@@ -213,28 +304,25 @@ def _check_marks(t: torch.Tensor, where: str, kind: str, marks: _compat.DimMarks
     """Invariant 3: a dimension mark is honoured or refused here, never dropped."""
     def refuse(what: str, actual: str, hint: str) -> None:
         P.add(PrecompileError(what, invariant=3, stage="capture", where=where,
-                              expected="dims marked with mark_unbacked(t, dim), or no marks",
+                              expected="dims marked with mark_dynamic or mark_unbacked, or "
+                                       "no marks",
                               actual=actual, hint=hint))
 
-    if marks.dynamic:
-        refuse(f"{where}: mark_dynamic is not supported yet", f"mark_dynamic on dims "
-               f"{list(marks.dynamic)}", "use torch._dynamo.decorators.mark_unbacked(t, dim) "
-               "for a dim that varies (one artifact for every size), or remove the mark to "
-               "specialise to the example's size")
     if marks.specialize_on:
         refuse(f"{where}: mark_unbacked(specialize_on=...) asks for several specialised "
                "graphs; an artifact is one graph", f"specialize_on for dims "
                f"{list(marks.specialize_on)}", "drop specialize_on (one graph serves every "
                "size), or precompile one artifact per size you want specialised")
-    if marks.unbacked and kind != "input":
-        refuse(f"{where}: a model {kind} has a dynamic dim", f"marked dims "
-               f"{list(marks.unbacked)}", "mark the dims of fn's tensor arguments; model "
-               "weights are specialised (invariant 2)")
-    elif marks.unbacked and _compat.is_tensor_subclass(t):
+    marked = sorted({*marks.unbacked, *marks.dynamic})
+    if marked and kind != "input":
+        refuse(f"{where}: a model {kind} has a dynamic dim", f"marked dims {marked}",
+               "mark the dims of fn's tensor arguments; model weights are specialised "
+               "(invariant 2)")
+    elif marked and _compat.is_tensor_subclass(t):
         refuse(f"{where}: dynamic dims on a tensor subclass ({type(t).__name__}) are not "
-               "supported", f"marked dims {list(marks.unbacked)}",
+               "supported", f"marked dims {marked}",
                "remove the mark (the artifact specialises to the example's shape)")
-    elif marks.unbacked and dense_order(tuple(t.shape), tuple(t.stride())) is None:
+    elif marked and dense_order(tuple(t.shape), tuple(t.stride())) is None:
         P.add(PrecompileError(
             f"{where}: a tensor with a dynamic dim must be dense", invariant=6,
             stage="capture", where=where,

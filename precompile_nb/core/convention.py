@@ -28,6 +28,7 @@ from ._driver import PcConstArg as ConstArg
 from ._driver import PcConstOut as ConstOut
 from ._driver import PcConvention as Convention
 from ._driver import PcGraphOut as GraphOut
+from ._driver import PcGuard as Guard
 from ._driver import PcInputOut as InputOut
 from ._driver import PcLeaf as Leaf
 from ._driver import PcModuleArg as ModuleArg
@@ -45,9 +46,9 @@ Argument = Union[ModuleArg, TensorArg, ConstArg, PytreeArg]
 Output = Union[GraphOut, InputOut, AliasOut, ConstOut]
 
 __all__ = ["AliasOut", "Argument", "ARTIFACT_FORMAT", "ARTIFACT_VERSION", "ConstArg",
-           "ConstOut", "Constant", "Convention", "GraphOut", "InputOut", "Leaf", "ModuleArg",
-           "Output", "PytreeArg", "dense_order", "find_class", "TensorArg", "TensorInput", "WriteBack", "decode",
-           "schema_fingerprint"]
+           "ConstOut", "Constant", "Convention", "GraphOut", "Guard", "InputOut", "Leaf",
+           "ModuleArg", "Output", "PytreeArg", "TensorArg", "TensorInput", "WriteBack",
+           "decode", "dense_order", "find_class", "schema_fingerprint"]
 
 # Note [artifact version]
 #   ARTIFACT_VERSION names the shape of what the package reads out of an artifact without
@@ -59,13 +60,15 @@ __all__ = ["AliasOut", "Argument", "ARTIFACT_FORMAT", "ARTIFACT_VERSION", "Const
 #   and compares it with FINGERPRINTS[ARTIFACT_VERSION]. When it fails, bump ARTIFACT_VERSION
 #   and record the new fingerprint under it (keep the old ones: they document the history).
 ARTIFACT_FORMAT = "precompile_nb.artifact"
-ARTIFACT_VERSION = 2
+ARTIFACT_VERSION = 3
 FINGERPRINTS = {
     2: "171e3cadd88976d991d90287a3f83fc7798119443ab51f09dd6200f436cdfda4",
+    # 3: guards on dynamic sizes (mark_dynamic)
+    3: "64e16d10a6757c970ee94d89d24c18c83177d2eb8188794d848dae453fc19b6f",
 }
 
 _RECORDS = (Convention, TensorInput, Constant, ModuleArg, TensorArg, ConstArg, PytreeArg, Leaf,
-            GraphOut, InputOut, AliasOut, ConstOut, WriteBack)
+            GraphOut, InputOut, AliasOut, ConstOut, WriteBack, Guard)
 
 
 def decode(meta: Any) -> Convention:

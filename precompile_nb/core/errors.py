@@ -19,7 +19,8 @@ __all__ = ["PrecompileError", "INVARIANTS", "user_frame"]
 PrecompileError.__module__ = "precompile_nb"
 
 
-_STACK_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in [^\n]*\n?(?P<code>[^\n]*)')
+_STACK_FRAME = re.compile(
+    r'File "(?P<file>[^"]+)", line (?P<line>\d+), in [^\n]*\n?(?P<code>[^\n]*)')
 _NOT_USER = ("/torch/", "/precompile_nb/core/", "/contextlib.py")
 
 

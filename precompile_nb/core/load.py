@@ -172,7 +172,8 @@ def _load(python_code: str, cache: bytes | None) -> Callable[..., Any]:
                           "__precompile_error__": PrecompileError}
     try:
         with _compat.GLOBAL_LOCK, _compat.running_artifact(stats["used"]):
-            exec(compile(python_code, filename, "exec", dont_inherit=True), ns)  # noqa: S102 - it is code
+            # dont_inherit: compiled as in a fresh process, whatever this module's __future__
+            exec(compile(python_code, filename, "exec", dont_inherit=True), ns)  # noqa: S102
     except Exception as e:
         err = _exec_failed(e, filename)  # reads the failing line from linecache
         linecache.cache.pop(filename, None)

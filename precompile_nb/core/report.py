@@ -64,6 +64,8 @@ def report_data(art: Artifact, *, load_stats: dict | None = None) -> dict[str, A
         "mutated": [c.inputs[i].where for i in sorted(mutated) if i < len(c.inputs)],
         "aliased_outputs": [{"output": o, "input": c.inputs[a.index].where}
                             for o, a in c.aliases],
+        # conditions on dynamic sizes the graph was captured under, checked on every call
+        "guards": [{"text": g.text, "source": g.source} for g in conv.guards],
         "stages": [[n, round(s, 4)] for n, s in art.stage_seconds],
         "python_code": art.python_code,
         "python_code_bytes": len(art.python_code.encode("utf-8")),
@@ -94,6 +96,8 @@ def invariant_checklist(art: Artifact) -> list[dict[str, Any]]:
                         "are checked on every call"),
         (3, "enforced" if not c.baked else "caller",
          ("shapes are checked per call" + (f"; dynamic: {', '.join(dyn)}" if dyn else "")
+          + (f"; {len(lw.convention.guards)} guard(s) on dynamic sizes checked per call"
+             if lw.convention.guards else "")
           + "; Python control flow was specialized to the example"
           + (f"; baked non-tensor values (checked per call): "
              f"{', '.join(w for w, _ in c.baked)}" if c.baked else ""))),

@@ -55,12 +55,12 @@ def test_2_a_strict_unbacked_mark_is_honoured():
     torch.testing.assert_close(f(m, y), m(y))
 
 
-def test_2_mark_dynamic_is_not_silently_ignored():
-    x = torch.randn(8, 4)
+def test_2_mark_dynamic_is_honoured_not_silently_ignored():
+    m, x = linear(), torch.randn(8, 4)
     mark_dynamic(x, 0)
-    with pytest.raises(PrecompileError, match="mark_dynamic") as ei:
-        precompile(lambda m, t: m(t), linear(), x)
-    assert "mark_unbacked" in ei.value.hint
+    f = pc(lambda mm, t: mm(t), m, x)
+    y = torch.randn(16, 4)
+    torch.testing.assert_close(f(m, y), m(y))
 
 
 def test_3_dims_sharing_a_shape_id_must_agree_at_each_call():
@@ -76,14 +76,21 @@ def test_3_dims_sharing_a_shape_id_must_agree_at_each_call():
     assert e.actual == {"a.shape[0]": 8, "b.shape[0]": 16}
 
 
-def test_4_a_dynamic_dim_on_a_tensor_subclass_is_refused_at_capture():
-    from torch.testing._internal.two_tensor import TwoTensor
+def test_4_mark_unbacked_on_a_dtensor_is_refused_at_capture():
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate, distribute_tensor
 
-    x = TwoTensor(torch.randn(8, 4), torch.randn(8, 4))
-    x._dynamo_unbacked_indices = {0}  # what mark_unbacked records (it refuses subclasses)
-    with pytest.raises(PrecompileError, match="tensor subclass") as ei:
-        precompile(lambda t: t * 2, x)
-    assert ei.value.stage == "capture"
+    # world size 1 in this process (gloo over an in-memory store): no ports, nothing to end
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        x = distribute_tensor(torch.randn(8, 4), init_device_mesh("cpu", (1,)), [Replicate()])
+        mark_unbacked(x, 0)
+        with pytest.raises(PrecompileError, match="tensor subclass") as ei:
+            precompile(lambda t: t * 2, x)
+    finally:
+        dist.destroy_process_group()
+    assert ei.value.stage == "capture" and "DTensor" in ei.value.what
 
 
 class ShapeOnly(nn.Module):

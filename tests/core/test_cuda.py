@@ -107,3 +107,17 @@ def test_cuda_contract_cases_run_with_triton_kernels():
                                     torch.randn(2, device="cuda")))
     y = torch.randn(2, device="cuda")
     torch.testing.assert_close(h(ShapeOnly(), torch.randn(3, 4, device="cuda").t(), y), y * 4)
+
+
+def test_cuda_mark_dynamic_batch_with_batchnorm_serves_every_size_under_its_guards():
+    m = bn_mlp().cuda().eval()
+    x = torch.randn(8, 8, device="cuda")
+    torch._dynamo.mark_dynamic(x, 0)
+    art = build(lambda m, x: m(x), m, x)
+    assert art.captured.convention.guards  # BatchNorm's condition on the batch, as a guard
+    f = precompile.load(art.python_code, art.cache)
+    for n in (1, 7, 64, 300):
+        xi = torch.randn(n, 8, device="cuda")
+        torch.testing.assert_close(f(m, xi), m(xi))
+    with pytest.raises(PrecompileError, match="breaks a condition"):
+        f(m, torch.randn(0, 8, device="cuda"))
