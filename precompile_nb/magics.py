@@ -308,18 +308,46 @@ class PrecompileMagics(Magics):
         from .viewers.widgets import progress_widget
 
         progress = None if args.quiet else progress_widget()
+        # the compiler's warnings (e.g. the TF32 notice on CUDA), as the notebook's filters
+        # let them through, go into the report, not into the middle of the progress line
+        with warnings.catch_warnings(record=True) as caught:
+            # the code was compiled here, from this cell, a moment ago: the warning that load
+            # executes code (invariant 7) is for pairs that come from elsewhere
+            warnings.filterwarnings("ignore", message="precompile.load executes",
+                                    category=UserWarning)
+            art, forward, load_seconds = self._build_and_load(fn, inputs, args, progress)
+        shown = list(dict.fromkeys(f"{w.category.__name__}: {str(w.message).strip()}"
+                                   for w in caught))
+        if args.quiet:  # no report to carry them: say them once, after the run
+            for text in shown:
+                print(f"[precompile] {text}")
+
+        report = report_data(art, load_stats=forward.__precompile_load__)
+        report["stages"].append(["load check", round(load_seconds, 4)])
+        report["warnings"] = shown
+        name = args.name or fn_name
+        forward.__wrapped__ = fn
+        result = PrecompileResult(name, art, forward, report)
+        if args.save:
+            result.save(args.save)
+        ns[name] = forward
+        if args.out:
+            ns[args.out] = result
+        self._remember_graph(forward, report)
+        if not args.quiet:
+            show_report(report)
+
+    @staticmethod
+    def _build_and_load(fn: Callable, inputs: list[Any], args: Any,
+                        progress: Any) -> tuple[Any, Callable, float]:
+        """precompile, then load the pair once (the load check), with the progress view."""
         on_stage = progress.on_stage if progress else None
         try:
             art = build(fn, *inputs, backend=args.backend, on_stage=on_stage)
             if on_stage:
                 on_stage("load check", "start", 0.0)
             t0 = time.perf_counter()
-            with warnings.catch_warnings():
-                # the code was compiled here, from this cell, a moment ago: the warning that
-                # load executes code (invariant 7) is for pairs that come from elsewhere
-                warnings.filterwarnings("ignore", message="precompile.load executes",
-                                        category=UserWarning)
-                forward = load(art.python_code, art.cache)
+            forward = load(art.python_code, art.cache)
             load_seconds = time.perf_counter() - t0
             if on_stage:
                 on_stage("load check", "done", load_seconds)
@@ -335,20 +363,7 @@ class PrecompileMagics(Magics):
             raise
         if progress:
             progress.finish()
-
-        report = report_data(art, load_stats=forward.__precompile_load__)
-        report["stages"].append(["load check", round(load_seconds, 4)])
-        name = args.name or fn_name
-        forward.__wrapped__ = fn
-        result = PrecompileResult(name, art, forward, report)
-        if args.save:
-            result.save(args.save)
-        ns[name] = forward
-        if args.out:
-            ns[args.out] = result
-        self._remember_graph(forward, report)
-        if not args.quiet:
-            show_report(report)
+        return art, forward, load_seconds
 
     def _remember_graph(self, forward: Callable, report: dict[str, Any]) -> None:
         filename = getattr(getattr(forward, "__code__", None), "co_filename", None)
@@ -368,9 +383,17 @@ class PrecompileMagics(Magics):
                      tb_offset: int | None = None) -> None:
         """set_custom_exc handler: the explorer for a PrecompileError raised in any cell (a
         precompiled function called with a wrong shape, a load of a bad pair), then the
-        normal traceback."""
-        if not value.__dict__.get(_SHOWN):
-            _show_violation(value, self.graph_for(tb))  # type: ignore[arg-type]
+        normal traceback. A %%precompile cell that failed already showed its explorer: one
+        line follows it, not a traceback through precompile_nb's own frames (the explorer has
+        the user's line; the chained original error stays on the exception)."""
+        if value.__dict__.get(_SHOWN):
+            inv = getattr(value, "invariant", None)
+            print(f"PrecompileError: {getattr(value, 'what', value)}"
+                  + (f" (invariant {inv}" if inv else " (")
+                  + f"{', ' if inv else ''}stage {getattr(value, 'stage', '?')}; "
+                  "details in the explorer above)")
+            return
+        _show_violation(value, self.graph_for(tb))  # type: ignore[arg-type]
         shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
 
 

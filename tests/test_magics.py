@@ -205,12 +205,17 @@ def test_cell_that_raises_after_its_def_keeps_previous_names(ip):
     assert ip.user_ns["f"] is before
 
 
-def test_a_failing_magic_cell_shows_the_explorer_once_then_the_traceback(ip, shown, capsys):
+def test_a_failing_magic_cell_shows_the_explorer_once_then_one_line(ip, shown, capsys):
     ip.run_cell("W = torch.randn(2, 4)")
     result = ip.run_cell("%%precompile --backend eager\ndef h(x):\n    return x * W\n")
     assert isinstance(result.error_in_exec, PrecompileError)
     assert len(explorers(shown)) == 1
-    assert "PrecompileError" in capsys.readouterr().out  # the normal traceback follows
+    out = capsys.readouterr().out
+    lines = [ln for ln in out.splitlines() if "PrecompileError" in ln]
+    assert lines == ["PrecompileError: h reads 1 tensor(s) that are not inputs; they would be "
+                     "baked into the artifact as constants (invariant 1, stage capture; "
+                     "details in the explorer above)"]
+    assert "magics.py" not in out and "Traceback" not in out  # no frames of our own
 
 
 def test_calling_with_a_wrong_shape_in_a_later_cell_shows_the_explorer_with_the_graph(
@@ -345,3 +350,16 @@ def test_save_leaves_only_the_pair_in_the_directory(ip, tmp_path):
         g = precompile.load((out / "f.py").read_text(), (out / "f.cache").read_bytes())
     model, x = ip.user_ns["model"], ip.user_ns["x"]
     torch.testing.assert_close(g(model, x), model(x))
+
+
+def test_compiler_warnings_go_into_the_report_not_into_the_progress_line(ip, shown, capsys):
+    ip.run_cell("import warnings\n"
+                "def noisy(model, x):\n"
+                "    warnings.warn('a note from the compiler', UserWarning)\n"
+                "    return model(x)\n")
+    ip.run_cell_magic("precompile", "--backend eager --out r",
+                      "def f(model, x):\n    return noisy(model, x)\n")
+    r = ip.user_ns["r"]
+    assert r.report["warnings"] == ["UserWarning: a note from the compiler"]
+    assert "a note from the compiler" not in capsys.readouterr().err
+    assert "Compiler warnings" in r.to_html() and "a note from the compiler" in r.to_html()

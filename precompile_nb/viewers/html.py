@@ -11,6 +11,7 @@ string from the report is escaped. Nothing here imports torch.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -170,9 +171,37 @@ def summary_html(data: dict[str, Any]) -> str:
                  f"<p>mutated in place (written back): "
                  f"{_names(data.get('mutated') or [], 'nothing')}</p>"
                  f"<p>results that alias inputs: {_names(aliased, 'none')}</p>")
+    if data.get("guards") or any(row.get("dynamic") for row in data.get("inputs") or []):
+        parts.append(_guards(data))
+    if data.get("warnings"):
+        parts.append("<h4>Compiler warnings</h4><ul>" + "".join(
+            f"<li><code>{esc(w)}</code></li>" for w in data["warnings"]) + "</ul>")
     parts.append(_stages(data))
     parts.append(_artifact(data))
     return "".join(parts)
+
+
+_PINNED = re.compile(r"^(?P<dim>\S+\.size\(\d+\)) == (?P<value>-?\d+)$")
+
+
+def _guards(data: dict[str, Any]) -> str:
+    """The conditions on dynamic sizes the graph was captured under (checked on every call),
+    with the line that needed each, and the marked dims they pin to one value."""
+    guards = data.get("guards") or []
+    rows = [(f"<code>{esc(g.get('text'))}</code>",
+             f"<code>{esc(g.get('source'))}</code>" if g.get("source")
+             else '<span class="pcnb-muted">the graph (asserted while tracing)</span>')
+            for g in guards]
+    body = (table(["condition (checked on every call)", "needed by"], rows, cls="pcnb-guards")
+            if rows else '<p class="pcnb-muted">none: every size of the dynamic dims is '
+                         "served</p>")
+    pinned = [m for m in (_PINNED.match(str(g.get("text"))) for g in guards) if m]
+    if pinned:
+        body += ("<p><b>specialised despite the mark:</b> "
+                 + ", ".join(f"<code>{esc(m['dim'])}</code> to {esc(m['value'])}"
+                             for m in pinned)
+                 + ' <span class="pcnb-muted">(the graph needs the size itself)</span></p>')
+    return "<h4>Guards on dynamic sizes</h4>" + body
 
 
 # ---------------------------------------------------------------------------------------------

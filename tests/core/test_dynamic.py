@@ -4,6 +4,7 @@ every call before any kernel (Note [guards from the example] in capture.py)."""
 from __future__ import annotations
 
 import copy
+import html
 import warnings
 
 import pytest
@@ -15,6 +16,7 @@ from torch._dynamo.decorators import mark_unbacked
 from precompile_nb import PrecompileError, precompile
 from precompile_nb.core import build
 from precompile_nb.core.report import report_data
+from precompile_nb.viewers import render_report_html
 
 
 @pytest.fixture(autouse=True)
@@ -42,6 +44,8 @@ def test_a_batchnorm_model_serves_every_batch_with_the_guard_its_graph_needs():
     report = report_data(art)
     assert [g["text"] for g in report["guards"]] == guards
     assert "guard(s) on dynamic sizes checked per call" in report["invariants"][2]["detail"]
+    page = render_report_html(report)
+    assert "Guards on dynamic sizes" in page and html.escape(guards[0]) in page
 
 
 def test_two_inputs_whose_dims_must_agree_get_an_equality_guard():

@@ -166,6 +166,23 @@ def test_cache_load_is_reported_as_hit_or_miss(report_inductor, load, expected):
     assert html.unescape(expected) in html.unescape(summary)
 
 
+def test_summary_lists_the_guards_with_their_lines_and_the_dims_they_pin(report_inductor):
+    data = with_changes(report_inductor, guards=[
+        {"text": "(16*x.size(0)) != 0", "source": "/work/train.py:12: y = model(x)"},
+        {"text": "a.size(0) == b.size(0)", "source": None},
+        {"text": "x.size(1) == 8", "source": "/work/train.py:14: n = int(x.shape[1])"}])
+    text = re.sub(r"<[^>]+>", "", html.unescape(panel(render_report_html(data), "summary")))
+    assert "Guards on dynamic sizes" in text
+    assert "(16*x.size(0)) != 0/work/train.py:12: y = model(x)" in text
+    assert "a.size(0) == b.size(0)the graph (asserted while tracing)" in text
+    assert "specialised despite the mark: x.size(1) to 8" in text
+
+
+def test_summary_of_a_static_artifact_has_no_guard_section(report_inductor):
+    page = render_report_html(with_changes(report_inductor, guards=[]))
+    assert "Guards on dynamic sizes" not in page
+
+
 def test_summary_shows_device_weights_grads_effects_timings_and_sizes(report_inductor):
     summary = html.unescape(panel(render_report_html(report_inductor), "summary"))
     text = re.sub(r"<[^>]+>", "", summary)
