@@ -161,6 +161,52 @@ try:
 except PrecompileError as e:
     print(e.what)
     print("fix:", e.hint.split(":")[0])"""),
+    ("md", """## A real CNN
+
+A ResNet-style network (convolutions, BatchNorm, residual adds, pooling, a linear head) with a
+dynamic batch. BatchNorm needs to know the batch is not empty: that becomes a guard, listed in
+the report's Summary under *Guards on dynamic sizes* with the line that needed it. No
+`torch._check` in the model."""),
+    ("code", """class Block(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.c1, self.b1 = nn.Conv2d(c, c, 3, padding=1), nn.BatchNorm2d(c)
+        self.c2, self.b2 = nn.Conv2d(c, c, 3, padding=1), nn.BatchNorm2d(c)
+
+    def forward(self, x):
+        return torch.relu(x + self.b2(self.c2(torch.relu(self.b1(self.c1(x))))))
+
+cnn = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), Block(8),
+                    Block(8), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 10)).eval()
+images = torch.randn(8, 3, 16, 16)"""),
+    ("code", """%%precompile --dynamic images:0 --out rc
+def predict(cnn, images):
+    return cnn(images)"""),
+    ("code", """# NBVAL_CHECK_OUTPUT
+for n in (1, 7, 64, 300):
+    xi = torch.randn(n, 3, 16, 16)
+    print(n, torch.allclose(predict(cnn, xi), cnn(xi), atol=1e-5))
+print([g["text"] for g in rc.report["guards"]])"""),
+    ("md", """## A transformer training step with a dynamic sequence length
+
+One artifact for every sequence length, `.backward()` included; the gradients land in the
+model's `.grad` as in eager:"""),
+    ("code", """import copy
+enc = nn.TransformerEncoderLayer(16, 2, 32, batch_first=True, dropout=0.0)
+seq = torch.randn(2, 6, 16)"""),
+    ("code", """%%precompile --dynamic seq:1 --out rt --quiet
+def step(enc, seq):
+    loss = enc(seq).pow(2).mean()
+    loss.backward()
+    return loss.detach()"""),
+    ("code", """# NBVAL_CHECK_OUTPUT
+for length in (3, 6, 11):
+    s = torch.randn(2, length, 16)
+    a, b = copy.deepcopy(enc), copy.deepcopy(enc)
+    same_loss = torch.allclose(step(a, s), step.__wrapped__(b, s), atol=1e-5)
+    same_grads = all(torch.allclose(p.grad, q.grad, atol=1e-4)
+                     for p, q in zip(a.parameters(), b.parameters()))
+    print(length, same_loss, same_grads)"""),
 ]
 
 NOTEBOOKS["04_invariants"] = [

@@ -243,10 +243,14 @@ def private_compile_cache() -> Iterator[str]:
         shutil.rmtree(parent, ignore_errors=True)
 
 
-def inductor_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
-                     ) -> tuple[str, torch.fx.GraphModule, Callable]:
+def inductor_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
+                     dynamic: bool = False) -> tuple[str, torch.fx.GraphModule, Callable]:
     """AOTAutograd + Inductor on a functional graph. Returns (the generated module's source,
-    the post-AOTAutograd graph Inductor lowered, the compiled callable)."""
+    the post-AOTAutograd graph Inductor lowered, the compiled callable).
+    With dynamic sizes, Inductor's layout optimization is off (config.layout_optimization,
+    2.11-2.14): it picks convolution layouts from the sizes, and with a symbolic batch it
+    assumed a layout the convolution then did not return (a CNN's every call failed)."""
+    from torch._inductor import config as inductor_config
     from torch._inductor.compile_fx import compile_fx, compile_fx_inner
 
     seen: dict[str, Any] = {}
@@ -257,7 +261,8 @@ def inductor_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
         seen["source"] = compiled.source_code  # 2.11-2.14: CompiledFxGraph.source_code
         return compiled
 
-    with same_kernel_keys():
+    layout = {"layout_optimization": False} if dynamic else {}
+    with same_kernel_keys(), inductor_config.patch(layout):
         compiled = compile_fx(gm, list(example_inputs), inner_compile=inner)
     if "source" not in seen:
         raise RuntimeError("precompile_nb internal error: Inductor produced no module source")

@@ -788,7 +788,8 @@ class _PcPlan:
     distinct: tuple  # (input, is mutated): must not share memory with each other at a call
     same_size: tuple  # (shape id, ((input, dim), ...)): dynamic dims that share one size
     guards: tuple  # (compiled expression, ((name, input, dim), ...), PcGuard)
-    dyn_inputs: tuple  # graph inputs with dynamic dims
+    guards_ok: object  # all guards as one function of the graph inputs; None without guards
+    dyn_inputs: tuple  # (graph input, its dims with bounds, contiguous layout) per dynamic one
 
 
 class _PcState:
@@ -940,11 +941,32 @@ def _pc_call_plan(conv, Err):
                         or any(o[0] in (_PC_OUT_INPUT, _PC_OUT_ALIAS) for o in outs)),
         read=tuple(i for i in range(len(checks)) if i not in unread) if unread else None,
         distinct=_pc_distinct(conv), same_size=_pc_same_size(conv),
-        guards=_pc_guard_plan(conv, Err),
-        dyn_inputs=tuple(i for i, s in enumerate(conv.inputs) if s.dynamic))
+        guards=_pc_guard_plan(conv, Err), guards_ok=_pc_guards_fn(conv),
+        dyn_inputs=tuple(
+            (i, tuple((d, lo, hi) for d, (lo, hi) in s.dynamic.items()
+                      if lo is not None or hi is not None),
+             checks[i].order == tuple(range(len(s.shape))))
+            for i, s in enumerate(conv.inputs) if s.dynamic))
 
 
 _PC_GUARD_FNS = {"__builtins__": {}, "min": min, "max": max, "abs": abs}
+
+
+def _pc_guards_fn(conv):
+    """Every guard in one compiled function of the graph inputs, for the hot path: the sizes
+    are read where they live (`flat[6].shape[0]`), no dict is built per call. Built after
+    _pc_guard_plan accepted each expression."""
+    if not conv.guards:
+        return None
+    import re as _re
+
+    parts = []
+    for g in conv.guards:
+        parts.append("(" + _re.sub(r"\b[A-Za-z_]\w*\b", lambda m: (
+            "flat[%d].shape[%d]" % g.symbols[m.group(0)] if m.group(0) in g.symbols
+            else m.group(0)), g.expr) + ")")
+    return eval(compile("lambda flat: " + " and ".join(parts), "<guards>", "eval",  # noqa: S307
+                        dont_inherit=True), dict(_PC_GUARD_FNS))
 
 
 def _pc_guard_plan(conv, Err):
@@ -1125,16 +1147,18 @@ def _pc_check_dims(p, flat):
     """After the batch guard passed a dynamic artifact's inputs: what only the driver checks,
     their dynamic dims (bounds, layout, shared sizes, guards); any doubt goes to the full
     checks, which raise the precise error."""
-    for i in p.dyn_inputs:
+    for i, bounded, contiguous in p.dyn_inputs:
         c, t = p.checks[i], flat[i]
-        for d, (lo, hi) in c.spec.dynamic.items():
+        for d, lo, hi in bounded:
             n = t.shape[d]
             if (lo is not None and n < lo) or (hi is not None and n > hi):
                 _pc_check_all(p, flat)
-        if c.order is not None and not _pc_layout_ok(c, t):
+        # is_contiguous() is the one C call for the common layout; other layouts are rebuilt
+        if (c.order is not None and not (contiguous and t.is_contiguous())
+                and not _pc_layout_ok(c, t)):
             _pc_check_all(p, flat)
-    if p.same_size or p.guards:
-        _pc_check_shared(p, flat)
+    if p.same_size or (p.guards_ok is not None and not p.guards_ok(flat)):
+        _pc_check_shared(p, flat)  # raises the precise error for a failing guard
 
 
 def _pc_check_all(p, flat):

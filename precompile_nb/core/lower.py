@@ -111,7 +111,8 @@ def _lower_inductor(c: Captured) -> Lowered:
                        kernels=(), files=(), seconds=time.perf_counter() - t0)
     with _compat.private_compile_cache() as cache_dir:
         try:
-            source, inner_gm, _ = _compat.inductor_compile(fgm, fake_inputs)
+            source, inner_gm, _ = _compat.inductor_compile(
+                fgm, fake_inputs, dynamic=c.tracing_mode != "fake")
         except Exception as e:  # noqa: BLE001 - re-raised with the invariant it breaks
             raise _lowering_error(c, e) from e
         files = _collect_files(cache_dir)

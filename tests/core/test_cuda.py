@@ -121,3 +121,16 @@ def test_cuda_mark_dynamic_batch_with_batchnorm_serves_every_size_under_its_guar
         torch.testing.assert_close(f(m, xi), m(xi))
     with pytest.raises(PrecompileError, match="breaks a condition"):
         f(m, torch.randn(0, 8, device="cuda"))
+
+
+def test_cuda_resnet_style_cnn_with_a_dynamic_batch_matches_eager():
+    from tests.core.test_dynamic import SmallResNet
+
+    torch.manual_seed(0)
+    m = SmallResNet().cuda().eval()
+    x = torch.randn(8, 3, 16, 16, device="cuda")
+    torch._dynamo.mark_dynamic(x, 0)
+    f = precompile.load(*precompile(lambda m, x: m(x), m, x))
+    for n in (1, 7, 64, 300):
+        xi = torch.randn(n, 3, 16, 16, device="cuda")
+        torch.testing.assert_close(f(m, xi), m(xi), atol=1e-4, rtol=1e-4)

@@ -48,6 +48,37 @@ def test_a_batchnorm_model_serves_every_batch_with_the_guard_its_graph_needs():
     assert "Guards on dynamic sizes" in page and html.escape(guards[0]) in page
 
 
+class Block(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.c1, self.b1 = nn.Conv2d(c, c, 3, padding=1), nn.BatchNorm2d(c)
+        self.c2, self.b2 = nn.Conv2d(c, c, 3, padding=1), nn.BatchNorm2d(c)
+
+    def forward(self, x):
+        return torch.relu(x + self.b2(self.c2(torch.relu(self.b1(self.c1(x))))))
+
+
+class SmallResNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem, self.bn = nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8)
+        self.blocks, self.head = nn.Sequential(Block(8), Block(8)), nn.Linear(8, 10)
+
+    def forward(self, x):
+        x = self.blocks(torch.relu(self.bn(self.stem(x))))
+        return self.head(x.mean((2, 3)))
+
+
+def test_a_resnet_style_cnn_serves_batches_1_7_64_300_without_torch_check():
+    torch.manual_seed(0)
+    m, x = SmallResNet().eval(), torch.randn(8, 3, 16, 16)
+    mark_dynamic(x, 0)
+    f = precompile.load(*precompile(lambda m, x: m(x), m, x))
+    for n in (1, 7, 64, 300):
+        xi = torch.randn(n, 3, 16, 16)
+        torch.testing.assert_close(f(m, xi), m(xi), atol=1e-5, rtol=1e-5)
+
+
 def test_two_inputs_whose_dims_must_agree_get_an_equality_guard():
     a, b = torch.randn(8, 4), torch.randn(8, 4)
     mark_dynamic(a, 0)
