@@ -169,3 +169,15 @@ def test_a_dim_the_graph_needs_as_a_number_is_specialised_and_says_so():
     with pytest.raises(PrecompileError, match="breaks a condition") as ei:
         f(torch.randn(5, 3))
     assert ei.value.where == "x.size(0) == 8"
+
+
+def test_a_divisibility_guard_refuses_sizes_the_graph_cannot_split():
+    x = torch.randn(8, 3)
+    mark_dynamic(x, 0)
+    art = build(lambda x: x.reshape(-1, 2, 3).sum(1), x)  # pairs of rows: the batch is even
+    assert any("%" in g.text for g in art.captured.convention.guards)
+    f = precompile.load(art.python_code, art.cache)
+    torch.testing.assert_close(f(torch.ones(6, 3)), torch.full((3, 3), 2.0))
+    with pytest.raises(PrecompileError, match="breaks a condition") as ei:
+        f(torch.ones(7, 3))
+    assert "x.size(0)" in ei.value.where and ei.value.actual == {"x.size(0)": 7}
