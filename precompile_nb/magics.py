@@ -170,14 +170,10 @@ _DYNAMIC_ITEM = re.compile(r"^(?P<arg>[A-Za-z_]\w*):(?P<dim>-?\d+)"
                            r"(?:=(?P<lo>\d+)?\.\.(?P<hi>\d+)?)?$")
 
 
-def _parse_dynamic(spec: str | None, backend: str,
-                   ) -> list[tuple[str, int, int | None, int | None]]:
+def _parse_dynamic(spec: str | None) -> list[tuple[str, int, int | None, int | None]]:
     """ARG:DIM[=LO..HI][,...] -> (arg, dim, lo, hi) marks."""
     if not spec:
         return []
-    if backend != "inductor":
-        raise UsageError("%%precompile: --dynamic needs --backend inductor (dynamic dimensions "
-                         "are compiled by Inductor)")
     marks = []
     for item in spec.split(","):
         m = _DYNAMIC_ITEM.match(item.strip())
@@ -237,7 +233,7 @@ class PrecompileMagics(Magics):
     @argument("--backend", choices=BACKENDS, default="inductor",
               help="inductor (default): generated kernels; eager: the captured ATen graph")
     @argument("--dynamic", metavar="ARG:DIM[=LO..HI][,...]",
-              help="dimensions that may change between calls (inductor only), e.g. x:0 or "
+              help="dimensions that may change between calls, e.g. x:0 or "
                    "x:0=1..4096 (torch._dynamo.mark_dynamic with that range)")
     @argument("--name", metavar="N", help="bind the precompiled callable as N (default: the "
                                           "function's name)")
@@ -260,7 +256,7 @@ class PrecompileMagics(Magics):
         args = parse_argstring(self.precompile, line)
         _identifier("--name", args.name)
         _identifier("--out", args.out)
-        marks = _parse_dynamic(args.dynamic, args.backend)
+        marks = _parse_dynamic(args.dynamic)
         code = self.shell.transform_cell(cell)  # IPython syntax inside the cell
         filename = self.shell.compile.cache(code, self.shell.execution_count, raw_code=cell)
         fn_name = _last_def(code, filename)

@@ -161,7 +161,6 @@ def test_missing_example_input_is_a_usage_error_listing_what_exists(ip):
 @pytest.mark.parametrize("line, words", [
     ("--backend tpu", "invalid choice: 'tpu'"),
     ("--bogus", "unrecognized arguments: --bogus"),
-    ("--backend eager --dynamic x:0", "--dynamic needs --backend inductor"),
     ("--dynamic x", "--dynamic takes ARG:DIM"),
     ("--dynamic nope:0", "'nope' is not an input"),
     ("--dynamic model:0", "'model' is a Linear, not a tensor"),

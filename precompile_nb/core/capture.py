@@ -105,6 +105,8 @@ def capture(fn: Callable, example_inputs: Sequence[Any], *,
         baked=tuple(lifted.baked),
         nodes=(),
         seconds=0.0,
+        unbacked=frozenset((i, d) for i, spec in enumerate(lifted.specs)
+                           for d in spec.dynamic if (i, d) not in lifted.assumable),
     )
     return dataclasses.replace(captured, nodes=graph_nodes(captured),
                                seconds=time.perf_counter() - t0)

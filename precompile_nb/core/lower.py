@@ -76,12 +76,14 @@ def _eager_module_source(gm: torch.fx.GraphModule, path: str) -> str:
 
 def _lower_eager(c: Captured) -> Lowered:
     t0 = time.perf_counter()
-    if c.tracing_mode != "fake":
+    if c.unbacked:  # mark_dynamic dims run on the eager graph too, with their guards
         raise PrecompileError(
-            "dynamic (unbacked) dims need the inductor backend", invariant=3, stage="lower",
-            where=", ".join(f"{s.where} dims {sorted(s.dynamic)}" for s in c.inputs if s.dynamic),
+            "dims marked with mark_unbacked need the inductor backend", invariant=3,
+            stage="lower", where=", ".join(f"{c.inputs[i].where}.shape[{d}]"
+                                           for i, d in sorted(c.unbacked)),
             expected="backend='inductor' with mark_unbacked", actual="backend='eager'",
-            hint="use backend='inductor', or drop the mark_unbacked marks")
+            hint="use backend='inductor', or mark the dims with torch._dynamo.mark_dynamic "
+                 "(which the eager backend serves, with its guards checked per call)")
     source = (_EAGER_PREAMBLE + _eager_module_source(c.graph, "") + "\n\n"
               "def call(args):\n"
               "    return _pc_eager_graph(_pc_eager_self, *args)\n")

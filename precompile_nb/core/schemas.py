@@ -39,6 +39,8 @@ class Captured:
     baked: tuple[tuple[str, Any], ...]  # non-tensor inputs baked into the artifact
     nodes: tuple[GraphNodeInfo, ...]
     seconds: float
+    # (graph input, dim) marked with mark_unbacked: nothing may be assumed about its size
+    unbacked: frozenset[tuple[int, int]] = frozenset()
 
     @property
     def fn_name(self) -> str:

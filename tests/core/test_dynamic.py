@@ -152,11 +152,20 @@ def test_mark_unbacked_keeps_its_meaning_and_the_error_points_to_mark_dynamic():
     assert "mark_dynamic(x, 0)" in ei.value.hint
 
 
-def test_dynamic_dims_need_the_inductor_backend():
-    x = torch.randn(8, 8)
+def test_the_eager_backend_serves_mark_dynamic_with_its_guards_but_not_mark_unbacked():
+    m, x = bn_mlp(), torch.randn(8, 8)
     mark_dynamic(x, 0)
-    with pytest.raises(PrecompileError, match="inductor"):
-        precompile(lambda m, x: m(x), bn_mlp(), x, backend="eager")
+    f = precompile.load(*precompile(lambda m, x: m(x), m, x, backend="eager"))
+    for n in (1, 7, 64):
+        xi = torch.randn(n, 8)
+        torch.testing.assert_close(f(m, xi), m(xi))
+    with pytest.raises(PrecompileError, match="breaks a condition"):
+        f(m, torch.randn(0, 8))
+    xu = torch.randn(8, 8)
+    mark_unbacked(xu, 0)
+    with pytest.raises(PrecompileError, match="mark_unbacked need the inductor") as ei:
+        precompile(lambda x: x * 2, xu, backend="eager")
+    assert ei.value.where == "x.shape[0]" and "mark_dynamic" in ei.value.hint
 
 
 def test_a_dim_the_graph_needs_as_a_number_is_specialised_and_says_so():
