@@ -616,3 +616,74 @@ def is_tensor_subclass(t: torch.Tensor) -> bool:
 
     return is_traceable_wrapper_subclass(t)
 
+# ---------------------------------------------------------------------------------------------
+# DTensor (torch.distributed.tensor, public since 2.5; `_local_tensor` and `_spec` are the
+# attributes DTensor's own __tensor_flatten__ reads, 2.11-2.14)
+
+
+def is_dtensor(t: Any) -> bool:
+    import sys
+    mod = sys.modules.get("torch.distributed.tensor")  # never imported for a plain model
+    return mod is not None and isinstance(t, mod.DTensor)
+
+
+def dtensor_local(t: torch.Tensor) -> torch.Tensor:
+    """The local shard of a DTensor, as the graph takes it."""
+    return t._local_tensor
+
+
+def dtensor_mesh(t: torch.Tensor) -> Any:
+    return t._spec.mesh
+
+
+def placement_text(p: Any) -> str | None:
+    """A placement as the artifact writes it ("Shard(0)", "Replicate()", "Partial(sum)");
+    None for one it does not carry (_StridedShard of FSDP2 + TP, a norm Partial)."""
+    from torch.distributed.tensor import Partial, Replicate, Shard
+    if type(p) is Shard:
+        return f"Shard({p.dim})"
+    if type(p) is Replicate:
+        return "Replicate()"
+    if type(p) is Partial:
+        return f"Partial({p.reduce_op})"
+    return None
+
+
+def mesh_groups(mesh: Any) -> list[str]:
+    """The process group name of each mesh dim (what functional collectives name)."""
+    return [mesh.get_group(d).group_name for d in range(mesh.ndim)]
+
+
+def dtensor_from_local(local: torch.Tensor, mesh: Any, placements: Sequence[Any],
+                       shape: Sequence[int], stride: Sequence[int]) -> torch.Tensor:
+    from torch.distributed.tensor import DTensor
+    return DTensor.from_local(local, mesh, placements, run_check=False,
+                              shape=torch.Size(shape), stride=tuple(stride))
+
+
+def data_parallel_wrapper(m: torch.nn.Module) -> tuple[str, str] | None:
+    """(path, kind) of the first submodule that a data-parallel wrapper drives from its own
+    hooks: FSDP2's fully_shard (FSDPModule), FSDP1, DDP (2.11-2.14 classes); else None."""
+    import sys
+    kinds = []
+    if "torch.distributed.fsdp" in sys.modules:
+        fsdp = sys.modules["torch.distributed.fsdp"]
+        kinds += [(getattr(fsdp, "FSDPModule", None), "FSDP2 (fully_shard)"),
+                  (getattr(fsdp, "FullyShardedDataParallel", None), "FSDP")]
+    if "torch.nn.parallel" in sys.modules:
+        kinds.append((torch.nn.parallel.DistributedDataParallel, "DistributedDataParallel"))
+    kinds = [(cls, name) for cls, name in kinds if isinstance(cls, type)]
+    for path, sub in m.named_modules():
+        for cls, name in kinds:
+            if isinstance(sub, cls):
+                return path, name
+    return None
+
+
+def is_collective(target: Any) -> bool:
+    """An op of torch's functional collectives (_c10d_functional: all_reduce, all_gather_into_
+    tensor, reduce_scatter_tensor, wait_tensor, ...; 2.11-2.14)."""
+    ns = getattr(target, "namespace", None)
+    return ns in ("_c10d_functional", "c10d_functional", "_dtensor")
+
+

@@ -156,6 +156,8 @@ _PC_KINDS = {
     "dims": (_pc_is_dims, "a dict {symbol: [graph input, dim]}",
              lambda v: {k: tuple(x) for k, x in v.items()}),
     "str?": (lambda v: v is None or type(v) is str, "a str or None", None),
+    "strs?": (lambda v: v is None or (type(v) is list and all(type(x) is str for x in v)),
+              "a list of str, or None", lambda v: None if v is None else tuple(v)),
     "tree": (lambda v: _pc_is_tree(v), "a container structure (Note [tree literal])", None),
 }
 
@@ -199,9 +201,37 @@ class PcTensorInput(_PcRecord):
     dynamic: dict = _pc_dataclasses.field(default_factory=dict)  # dim -> (lo, hi), marked dims
     # dim -> id: dynamic dims that share a size (mark_unbacked(shape_id=...)), checked per call
     shape_ids: dict = _pc_dataclasses.field(default_factory=dict)
+    # a DTensor: what it must be (Note [DTensor at the boundary]); shape/stride/device above
+    # are then its local shard's, which is what the graph takes
+    dtensor: object = None
     _pc_schema = {"where": "str", "kind": ("param", "buffer", "input"), "arg": "nat",
                   "shape": "ints", "stride": "ints", "dtype": "str", "device": "str",
-                  "requires_grad": "bool", "dynamic": "bounds", "shape_ids": "ids"}
+                  "requires_grad": "bool", "dynamic": "bounds", "shape_ids": "ids",
+                  "dtensor": ("record?", "PcDTensor")}
+
+
+@_pc_record
+class PcMesh(_PcRecord):
+    """A DeviceMesh the artifact's DTensors live on (Note [DTensor at the boundary])."""
+
+    device_type: str  # "cpu", "cuda"
+    shape: tuple
+    dim_names: object  # tuple of str, or None
+    # per mesh dim, the name of its process group: the graph's collectives name their group
+    groups: tuple
+    _pc_schema = {"device_type": "str", "shape": "nats", "dim_names": "strs?",
+                  "groups": "strs"}
+
+
+@_pc_record
+class PcDTensor(_PcRecord):
+    """What a DTensor input, result or gradient is (Note [DTensor at the boundary])."""
+
+    mesh: int  # index into the convention's meshes
+    placements: tuple  # per mesh dim: "Shard(0)", "Replicate()", "Partial(sum)"
+    shape: tuple  # global
+    stride: tuple  # global
+    _pc_schema = {"mesh": "nat", "placements": "strs", "shape": "nats", "stride": "ints"}
 
 
 @_pc_record
@@ -276,8 +306,9 @@ class PcGraphOut(_PcRecord):
     """A result leaf that is graph output `index`."""
 
     index: int
+    dtensor: object = None  # PcDTensor: the output is a local shard, returned as this DTensor
     _pc_kind = "graph"
-    _pc_schema = {"index": "nat"}
+    _pc_schema = {"index": "nat", "dtensor": ("record?", "PcDTensor")}
 
 
 @_pc_record
@@ -317,7 +348,8 @@ class PcWriteBack(_PcRecord):
 
     input: int
     output: int
-    _pc_schema = {"input": "nat", "output": "nat"}
+    dtensor: object = None  # PcDTensor: a DTensor input's gradient, written as this DTensor
+    _pc_schema = {"input": "nat", "output": "nat", "dtensor": ("record?", "PcDTensor")}
 
 
 @_pc_record
@@ -351,13 +383,14 @@ class PcConvention(_PcRecord):
     # checked like every input, but not their layout, and not passed to it
     unread: tuple = ()
     guards: tuple = ()  # PcGuard
+    meshes: tuple = ()  # PcMesh: the device meshes of the DTensors
     _pc_schema = {"fn_name": "str",
                   "args": ("union", "ARGS"), "inputs": ("records", PcTensorInput),
                   "constants": ("records", PcConstant), "out_spec": "tree",
                   "outputs": ("union", "OUTPUTS"), "mutations": ("records", PcWriteBack),
                   "grads": ("records", PcWriteBack), "check_strides": "bool",
                   "device_index": "nat", "unread": "nats",
-                  "guards": ("records", PcGuard)}
+                  "guards": ("records", PcGuard), "meshes": ("records", PcMesh)}
 
 
 _PC_UNIONS = {
@@ -382,6 +415,8 @@ def _pc_decode_field(kind, v, at):
         if type(v) is not list:
             raise _PcBadLiteral(at, f"a list of {cls.__name__[2:]} records", v)
         return tuple(_pc_decode_record(cls, x, f"{at}[{i}]") for i, x in enumerate(v))
+    if isinstance(kind, tuple) and kind[0] == "record?":
+        return None if v is None else _pc_decode_record(globals()[kind[1]], v, at)
     if isinstance(kind, tuple) and kind[0] == "union":
         members = _PC_UNIONS[kind[1]]
         if type(v) is not list:
@@ -471,6 +506,13 @@ def _pc_check_references(conv):
     for j, i in enumerate(conv.unread):
         if i >= n_in:
             raise _PcBadLiteral(f"_PC_META['unread'][{j}]", f"< {n_in}", i)
+    layouts = [(f"_PC_META['inputs'][{i}]", s.dtensor) for i, s in enumerate(conv.inputs)]
+    layouts += [(f"_PC_META['outputs'][{j}]", getattr(o, "dtensor", None))
+                for j, o in enumerate(conv.outputs)]
+    layouts += [(f"_PC_META['grads'][{j}]", w.dtensor) for j, w in enumerate(conv.grads)]
+    for at, lay in layouts:
+        if lay is not None and lay.mesh >= len(conv.meshes):
+            raise _PcBadLiteral(f"{at}['dtensor']['mesh']", f"< {len(conv.meshes)}", lay.mesh)
     for j, g in enumerate(conv.guards):
         for name, (i, d) in g.symbols.items():
             if i >= n_in or d >= len(conv.inputs[i].shape):
@@ -745,7 +787,7 @@ def _pc_batch_guard(flat, checks):
 # The call plan: the convention decoded once into what the per-call stages read.
 
 _PC_TENSOR, _PC_MODULE, _PC_PYTREE, _PC_CONST, _PC_SAME = 0, 1, 2, 3, 4  # argument codes
-_PC_OUT_GRAPH, _PC_OUT_INPUT, _PC_OUT_ALIAS, _PC_OUT_CONST = 0, 1, 2, 3
+_PC_OUT_GRAPH, _PC_OUT_INPUT, _PC_OUT_ALIAS, _PC_OUT_CONST, _PC_OUT_DTENSOR = 0, 1, 2, 3, 4
 
 
 @_pc_record
@@ -790,14 +832,28 @@ class _PcPlan:
     guards: tuple  # (compiled expression, ((name, input, dim), ...), PcGuard)
     guards_ok: object  # all guards as one function of the graph inputs; None without guards
     dyn_inputs: tuple  # (graph input, its dims with bounds, contiguous layout) per dynamic one
+    dtensors: tuple  # _PcDT per DTensor graph input (Note [DTensor at the boundary])
+    meshes: tuple  # PcMesh
+
+
+@_pc_record
+class _PcDT:
+    """A DTensor graph input, output or gradient: its layout, with its placements decoded."""
+
+    index: int  # the graph input, graph output, or (gradients) graph output
+    layout: object  # PcDTensor
+    placements: tuple  # torch Placement objects
+    where: str
 
 
 class _PcState:
-    """Per-artifact state the calls share: module structure plans and the batch guard."""
+    """Per-artifact state the calls share: module structure plans, the batch guard, and the
+    DTensor specs last accepted per input (a parameter keeps its spec object: checked once)."""
 
-    __slots__ = ("module_plans", "guard", "rebuilds")
+    __slots__ = ("module_plans", "guard", "rebuilds", "specs")
 
-    def __init__(self, nargs):
+    def __init__(self, nargs, ninputs=0):
+        self.specs = [None] * ninputs
         # per module argument: None until the first call, False where the model's classes
         # customise the walk (Note [module structure cache])
         self.module_plans = [None] * nargs
@@ -893,10 +949,13 @@ def _pc_arg_payloads(conv, Err):
     return tuple(codes), tuple(payloads)
 
 
-def _pc_output_plan(conv):
+def _pc_output_plan(conv, Err):
     outs = []
-    for o in conv.outputs:
-        if isinstance(o, PcGraphOut):
+    for j, o in enumerate(conv.outputs):
+        if isinstance(o, PcGraphOut) and o.dtensor is not None:
+            outs.append((_PC_OUT_DTENSOR, _pc_dt(o.index, o.dtensor, "fn's result", Err,
+                                                 f"_PC_META['outputs'][{j}]"), None))
+        elif isinstance(o, PcGraphOut):
             outs.append((_PC_OUT_GRAPH, o.index, None))
         elif isinstance(o, PcInputOut):
             outs.append((_PC_OUT_INPUT, o.index, None))
@@ -911,7 +970,7 @@ def _pc_call_plan(conv, Err):
     """The per-call plan of a decoded convention (load-time work, done once)."""
     checks = _pc_input_checks(conv, Err)
     codes, payloads = _pc_arg_payloads(conv, Err)
-    outs = _pc_output_plan(conv)
+    outs = _pc_output_plan(conv, Err)
     try:
         out_spec = _pc_treespec(conv.out_spec, Err)
         constants = [_pc_torch.tensor(c.data, dtype=_pc_dtype(c.dtype, Err, "constant"),
@@ -925,7 +984,11 @@ def _pc_call_plan(conv, Err):
     dynamic = any(c.shape is None for c in checks)
     all_cpu = all(c.device.type == "cpu" for c in checks)
     mutations = tuple((w.input, w.output) for w in conv.mutations)
-    grads = tuple((w.input, w.output) for w in conv.grads)
+    grads = tuple((w.input, w.output, None if w.dtensor is None else _pc_dt(
+        w.output, w.dtensor, conv.inputs[w.input].where + ".grad", Err,
+        f"_PC_META['grads'][{j}]")) for j, w in enumerate(conv.grads))
+    dtensors = tuple(_pc_dt(i, s.dtensor, s.where, Err, f"_PC_META['inputs'][{i}]")
+                     for i, s in enumerate(conv.inputs) if s.dtensor is not None)
     unread = set(conv.unread)
     return _PcPlan(
         fn_name=conv.fn_name, Err=Err, nargs=len(codes), codes=codes, payloads=payloads,
@@ -937,7 +1000,7 @@ def _pc_call_plan(conv, Err):
         single_out=(outs[0][1] if out_spec.is_leaf() and len(outs) == 1
                     and outs[0][0] == _PC_OUT_GRAPH else -1),
         device_types=tuple(sorted({c.device.type for c in checks} or {"cpu"})),
-        reuse_flat=not (constants or mutations or grads or unread
+        reuse_flat=not (constants or mutations or grads or unread or dtensors
                         or any(o[0] in (_PC_OUT_INPUT, _PC_OUT_ALIAS) for o in outs)),
         read=tuple(i for i in range(len(checks)) if i not in unread) if unread else None,
         distinct=_pc_distinct(conv), same_size=_pc_same_size(conv),
@@ -946,7 +1009,8 @@ def _pc_call_plan(conv, Err):
             (i, tuple((d, lo, hi) for d, (lo, hi) in s.dynamic.items()
                       if lo is not None or hi is not None),
              checks[i].order == tuple(range(len(s.shape))))
-            for i, s in enumerate(conv.inputs) if s.dynamic))
+            for i, s in enumerate(conv.inputs) if s.dynamic),
+        dtensors=dtensors, meshes=conv.meshes)
 
 
 _PC_GUARD_FNS = {"__builtins__": {}, "min": min, "max": max, "abs": abs}
@@ -1003,6 +1067,134 @@ def _pc_same_size(conv):
         for d, sid in s.shape_ids.items():
             groups.setdefault(sid, []).append((i, d))
     return tuple((sid, tuple(dims)) for sid, dims in groups.items() if len(dims) > 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# DTensor at the boundary
+#
+# Note [DTensor at the boundary]
+#   A DTensor (torch.distributed.tensor) is a wrapper: a local shard plus where it sits on a
+#   device mesh (placements, global shape). Capture traces fn on the local shards, with each
+#   DTensor rebuilt around its shard inside the trace, so the graph is plain tensors and
+#   DTensor's own rules become ops, collectives included (functional collectives that name
+#   their process group). The artifact is then specialized to each DTensor's layout as to a
+#   shape: per call, every DTensor input is checked (type, mesh: device type, shape, dim
+#   names, process groups; placements; global shape and stride) before its local shard goes
+#   to the graph, whose own checks then cover the shard (shape, stride, dtype, device). DTensor
+#   results and gradients are rebuilt around the graph's local outputs with their recorded
+#   placements, on the runtime mesh of the inputs that share their mesh. A parameter keeps
+#   its spec object from call to call, so its check runs once; a new input is checked fully.
+
+def _pc_placements(texts, Err, at):
+    import re as _re
+    from torch.distributed.tensor import Partial, Replicate, Shard
+    out = []
+    for x in texts:
+        m = _re.fullmatch(r"Shard\((\d+)\)|Replicate\(\)|Partial\((\w+)\)", x)
+        if m is None:
+            raise _pc_load_failure(Err, at + "['placements']",
+                                   "Shard(d), Replicate() or Partial(op)", x)
+        out.append(Shard(int(m.group(1))) if m.group(1) is not None
+                   else Partial(m.group(2)) if m.group(2) is not None else Replicate())
+    return tuple(out)
+
+
+def _pc_dt(index, layout, where, Err, at):
+    return _PcDT(index=index, layout=layout, where=where,
+                 placements=_pc_placements(layout.placements, Err, at + "['dtensor']"))
+
+
+def _pc_unwrap(p, st, flat):
+    """Note [DTensor at the boundary]: each DTensor graph input checked and replaced in
+    `flat` by its local shard. Returns the inputs as passed and the runtime mesh per mesh."""
+    outer = flat[:]
+    meshes = [None] * len(p.meshes)
+    for dt in p.dtensors:
+        i = dt.index
+        t = flat[i]
+        spec = getattr(t, "_spec", None)
+        if spec is None or spec is not st.specs[i]:
+            _pc_check_dtensor(p, dt, t)
+            st.specs[i] = spec
+        mesh, k = spec.mesh, dt.layout.mesh
+        if meshes[k] is None:
+            meshes[k] = mesh
+        elif mesh is not meshes[k] and mesh != meshes[k]:
+            first = next(d.where for d in p.dtensors if d.layout.mesh == k)
+            raise p.Err(f"{p.fn_name}: {dt.where} and {first} are on different device meshes",
+                        invariant=6, stage="call", where=dt.where,
+                        expected=f"the device mesh of {first}, as at capture",
+                        actual=str(mesh),
+                        hint="distribute the model and the inputs on one mesh, as at capture")
+        flat[i] = t._local_tensor
+    return outer, meshes
+
+
+def _pc_placement_text(x):
+    name = type(x).__name__
+    if name == "Shard":
+        return f"Shard({x.dim})"
+    if name == "Partial":
+        return f"Partial({x.reduce_op})"
+    return f"{name}()" if name == "Replicate" else str(x)
+
+
+def _pc_mesh_text(device_type, shape, dim_names):
+    return f"{device_type} {list(shape)}" + (f" {list(dim_names)}" if dim_names else "")
+
+
+def _pc_dtensor_fields(t):
+    spec = t._spec
+    m = spec.mesh
+    return _PcFields(placements=[_pc_placement_text(x) for x in spec.placements],
+                     mesh=_pc_mesh_text(m.device_type, m.shape, m.mesh_dim_names),
+                     shape=list(t.shape), stride=list(t.stride()),
+                     dtype=str(t.dtype).replace("torch.", ""))
+
+
+def _pc_check_dtensor(p, dt, t):
+    """Invariant 6 for one DTensor input: the precise error, or nothing."""
+    lay, mesh_rec = dt.layout, p.meshes[dt.layout.mesh]
+    want = _PcFields(placements=list(lay.placements),
+                     mesh=_pc_mesh_text(mesh_rec.device_type, mesh_rec.shape,
+                                        mesh_rec.dim_names),
+                     shape=list(lay.shape), stride=list(lay.stride),
+                     dtype=p.checks[dt.index].spec.dtype)
+    from torch.distributed.tensor import DTensor
+    if not isinstance(t, DTensor):
+        raise p.Err(f"{p.fn_name}: {dt.where} must be a DTensor, as at capture", invariant=6,
+                    stage="call", where=dt.where, expected=want,
+                    actual=type(t).__name__ if not isinstance(t, _pc_torch.Tensor)
+                    else _pc_actual_fields(t),
+                    hint=f"distribute it as at capture (distribute_tensor / distribute_module "
+                         f"/ parallelize_module) with placements {want['placements']}")
+    got = _pc_dtensor_fields(t)
+    m = t._spec.mesh
+    groups = [m.get_group(d).group_name for d in range(m.ndim)]
+    bad = [f for f in ("mesh", "placements", "shape", "stride", "dtype") if got[f] != want[f]]
+    if not bad and groups != list(mesh_rec.groups):
+        got["groups"], want["groups"] = groups, list(mesh_rec.groups)
+        raise p.Err(f"{p.fn_name}: {dt.where}: its device mesh uses other process groups "
+                    "than at capture", invariant=6, stage="call", where=dt.where,
+                    expected=want, actual=got,
+                    hint="the graph's collectives name their process groups: create the "
+                         "process groups and device meshes in the same order as at capture "
+                         "(init_process_group, then the same init_device_mesh calls)")
+    if bad:
+        raise p.Err(f"{p.fn_name}: {dt.where}: DTensor {' and '.join(bad)} differ from the "
+                    "example", invariant=6, stage="call", where=dt.where, expected=want,
+                    actual=got,
+                    hint="the artifact is specialized to each DTensor's mesh, placements and "
+                         "global shape: redistribute it (.redistribute(mesh, placements)), or "
+                         "precompile again with such an example",
+                    extra={"mismatch": bad})
+
+
+def _pc_wrap(dt, local, meshes):
+    from torch.distributed.tensor import DTensor
+    lay = dt.layout
+    return DTensor.from_local(local, meshes[lay.mesh], dt.placements, run_check=False,
+                              shape=_pc_torch.Size(lay.shape), stride=lay.stride)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1133,7 +1325,8 @@ def _pc_check(p, st, flat):
     else:
         all_cpu, strides, Tensor = p.all_cpu, p.check_strides, _pc_torch.Tensor
         for t, c in zip(flat, p.fast):
-            if not ((type(t) in _PC_TENSOR_TYPES or isinstance(t, Tensor))
+            if not ((type(t) in _PC_TENSOR_TYPES
+                     or (isinstance(t, Tensor) and not _pc_is_wrapper(t)))
                     and (t.shape, t.dtype, t.is_cpu if all_cpu else t.device,
                          t.stride() if strides else None) == c):
                 _pc_check_all(p, flat)
@@ -1161,9 +1354,16 @@ def _pc_check_dims(p, flat):
         _pc_check_shared(p, flat)  # raises the precise error for a failing guard
 
 
+def _pc_is_wrapper(t):
+    """A tensor subclass that wraps others (DTensor and the like): never a plain input."""
+    return hasattr(type(t), "__tensor_flatten__")
+
+
 def _pc_check_all(p, flat):
     for i, c in enumerate(p.checks):
         t = flat[i]
+        if type(t) not in _PC_TENSOR_TYPES and _pc_is_wrapper(t):
+            _pc_fail_wrapper(p, i, t)
         if c.shape is None:
             _pc_check_dynamic(p, i, t, flat)
         elif (not isinstance(t, _pc_torch.Tensor) or t.shape != c.shape or t.dtype != c.dtype
@@ -1305,6 +1505,16 @@ def _pc_input_table(p, flat):
             for c, t in zip(p.checks, flat)]
 
 
+def _pc_fail_wrapper(p, i, t):
+    where = p.checks[i].where
+    raise p.Err(f"{p.fn_name}: {where} is a {type(t).__name__} where the example was a plain "
+                "tensor", invariant=6, stage="call", where=where, expected="torch.Tensor",
+                actual=type(t).__name__,
+                hint=(f"pass {where}.to_local() / .full_tensor(), or precompile with a "
+                      f"{type(t).__name__} example" if hasattr(t, "to_local") else
+                      f"pass a plain tensor, or precompile with a {type(t).__name__} example"))
+
+
 def _pc_fail_tensor(p, i, t, flat):
     c = p.checks[i]
     where, s, Err = c.where, c.spec, p.Err
@@ -1346,9 +1556,10 @@ _pc_set_grad_enabled = _pc_torch._C._set_grad_enabled
 _pc_is_autocast_enabled = _pc_torch.is_autocast_enabled
 
 
-def _pc_run(p, graph_call, flat):
+def _pc_run(p, graph_call, flat, dts=None):
     """Call the compiled graph without autograd, then write mutations back (invariant 4) and
-    accumulate gradients like eager .backward() (invariant 5)."""
+    accumulate gradients like eager .backward() (invariant 5). `dts`: the inputs as passed
+    and the runtime meshes, where DTensors were unwrapped (Note [DTensor at the boundary])."""
     grad_was = _pc_is_grad_enabled()
     _pc_set_grad_enabled(False)  # torch.no_grad() inline: a tenth of its cost
     try:
@@ -1368,26 +1579,32 @@ def _pc_run(p, graph_call, flat):
             outs = graph_call(args)
         for i, o in p.mutations:
             flat[i].copy_(outs[o])
-        for i, o in p.grads:
-            t = flat[i]
-            if t.grad is None:
-                t.grad = outs[o]
+        for i, o, dt in p.grads:
+            if dt is None:
+                t, g = flat[i], outs[o]
             else:
-                t.grad += outs[o]
+                t, g = dts[0][i], _pc_wrap(dt, outs[o], dts[1])
+            if t.grad is None:
+                t.grad = g
+            else:
+                t.grad += g
     finally:
         _pc_set_grad_enabled(grad_was)
     return outs
 
 
-def _pc_rebuild(p, flat, outs):
+def _pc_rebuild(p, flat, outs, dts=None):
     """fn's result: graph outputs, inputs returned as they are, views of inputs rebuilt on
-    the runtime inputs (invariant 4: aliases stay aliases), and baked values."""
+    the runtime inputs (invariant 4: aliases stay aliases), DTensors rebuilt around their
+    local outputs, and baked values."""
     res = []
     for code, v, view in p.outs:
         if code == _PC_OUT_GRAPH:
             res.append(outs[v])
         elif code == _PC_OUT_INPUT:
-            res.append(flat[v])
+            res.append(flat[v] if dts is None else dts[0][v])
+        elif code == _PC_OUT_DTENSOR:
+            res.append(_pc_wrap(v, outs[v.index], dts[1]))
         elif code == _PC_OUT_ALIAS:
             res.append(flat[v].as_strided(*view))
         else:
@@ -1414,13 +1631,14 @@ def _pc_call_failed(p, e):
 def _pc_make_forward(meta, graph_call, error_class=None):
     """The artifact's forward(*args), from its metadata literal and its compiled graph."""
     p = _pc_call_plan(_pc_decode(meta, error_class), error_class or PrecompileError)
-    st = _PcState(p.nargs)
+    st = _PcState(p.nargs, len(p.checks))
     single_out, n_inputs, distinct, Err = p.single_out, len(p.checks), p.distinct, p.Err
-    dynamic = p.dynamic
+    dynamic, has_dtensors = p.dynamic, bool(p.dtensors)
 
     def forward(*args):
         try:
             flat = _pc_flatten(p, st, args)
+            dts = _pc_unwrap(p, st, flat) if has_dtensors else None
             guard = st.guard  # all inputs in one C++ check, armed after an accepted call
             # (it raises TypeError on another number of tensors: never hand it one)
             if guard is None or len(flat) != n_inputs or not guard(*flat):
@@ -1429,10 +1647,10 @@ def _pc_make_forward(meta, graph_call, error_class=None):
                 _pc_check_dims(p, flat)
             if distinct:
                 _pc_check_distinct(p, flat)
-            outs = _pc_run(p, graph_call, flat)
+            outs = _pc_run(p, graph_call, flat, dts)
             if single_out >= 0:
                 return outs[single_out]
-            return _pc_rebuild(p, flat, outs)
+            return _pc_rebuild(p, flat, outs, dts)
         except Err:
             raise
         except Exception as e:  # noqa: BLE001 - every failure of a call is a PrecompileError

@@ -22,9 +22,9 @@ import torch
 from torch.utils import _pytree as pytree
 
 from . import _compat
-from .convention import (AliasOut, Constant, ConstArg, ConstOut, Convention, GraphOut, Guard,
-                         Leaf, ModuleArg, PytreeArg, TensorArg, TensorInput, WriteBack,
-                         dense_order, find_class)
+from .convention import (AliasOut, Constant, ConstArg, ConstOut, Convention, DTensorLayout,
+                         GraphOut, Guard, Leaf, Mesh, ModuleArg, PytreeArg, TensorArg,
+                         TensorInput, WriteBack, dense_order, find_class)
 from .errors import PrecompileError, user_frame
 from .schemas import Captured, GraphNodeInfo
 
@@ -93,7 +93,7 @@ def capture(fn: Callable, example_inputs: Sequence[Any], *,
         fn_name=_fn_name(fn), args=tuple(lifted.args), inputs=tuple(lifted.specs),
         constants=tuple(constants), out_spec=tree_literal(state["out_spec"], "fn's result", P),
         outputs=tuple(state["out_leaves"]), mutations=(), grads=tuple(state["grads"]),
-        check_strides=False, device_index=0, guards=guards)
+        check_strides=False, device_index=0, guards=guards, meshes=tuple(lifted.mesh_records))
     captured = Captured(
         convention=convention,
         graph=gm,
@@ -248,6 +248,59 @@ class _Lifted:
         # (graph input, dim) marked with mark_dynamic: capture may assume what the example
         # shows about its size (Note [guards from the example])
         self.assumable: set[tuple[int, int]] = set()
+        # Note [DTensor at the boundary]: the device meshes seen (objects and records) and,
+        # per DTensor graph input, what flat_fn wraps its local shard back into
+        self.meshes: list[Any] = []
+        self.mesh_records: list[Mesh] = []
+        self.wrap: dict[int, tuple[Any, list[Any], DTensorLayout]] = {}
+
+    def spec(self, t: torch.Tensor, where: str, kind: str, arg: int, P: Problems
+             ) -> TensorInput:
+        """The TensorInput of `t`; a DTensor's is its local shard's, with its layout."""
+        spec = _tensor_spec(t, where, kind, arg, P)
+        if not _compat.is_dtensor(t):
+            if _compat.is_tensor_subclass(t):
+                P.add(PrecompileError(
+                    f"{where} is a {type(t).__name__}, a tensor subclass the artifact does not "
+                    "carry", invariant=6, stage="capture", where=where,
+                    expected="plain tensors, or DTensors", actual=type(t).__name__,
+                    hint="pass its plain tensors (the attributes its __tensor_flatten__ "
+                         "names) and build the subclass inside fn"))
+            return spec
+        layout = self.layout(t, where, P, new_mesh=True)
+        local = _compat.dtensor_local(t)
+        self.wrap[len(self.specs)] = (_compat.dtensor_mesh(t), list(t.placements), layout)
+        return dataclasses.replace(spec, shape=tuple(local.shape), stride=tuple(local.stride()),
+                                   device=str(local.device), dtensor=layout)
+
+    def layout(self, t: torch.Tensor, where: str, P: Problems, *, new_mesh: bool = False
+               ) -> DTensorLayout:
+        """A DTensor's layout record; its mesh must be an input's unless `new_mesh`."""
+        mesh = _compat.dtensor_mesh(t)
+        k = next((k for k, m in enumerate(self.meshes) if m is mesh or m == mesh), None)
+        if k is None and not new_mesh:
+            P.add(PrecompileError(
+                f"{where} is a DTensor on a device mesh that no input lives on", invariant=1,
+                stage="capture", where=where, expected="DTensor results on the mesh of a "
+                "DTensor input or parameter", actual=f"mesh {mesh}",
+                hint="return it on the model's mesh, or return its local part (.to_local())"))
+        if k is None:
+            k = len(self.meshes)
+            self.meshes.append(mesh)
+            self.mesh_records.append(Mesh(
+                device_type=mesh.device_type, shape=tuple(mesh.shape),
+                dim_names=None if mesh.mesh_dim_names is None else tuple(mesh.mesh_dim_names),
+                groups=tuple(_compat.mesh_groups(mesh))))
+        texts = [_compat.placement_text(p) for p in t.placements]
+        if None in texts:
+            P.add(PrecompileError(
+                f"{where}: a DTensor placement the artifact cannot carry", invariant=3,
+                stage="capture", where=where, expected="Shard(d), Replicate() or Partial(op)",
+                actual=str(t.placements),
+                hint="redistribute it to Shard/Replicate placements before fn, or pass its "
+                     "local tensor (.to_local())"))
+        return DTensorLayout(mesh=k, placements=tuple(x or "?" for x in texts),
+                             shape=tuple(t.shape), stride=tuple(t.stride()))
 
     def add_input(self, t: torch.Tensor, where: str, arg: int, P: Problems) -> int:
         """Graph input of a user tensor; one tensor passed twice is one input (invariant 4:
@@ -256,7 +309,7 @@ class _Lifted:
             return self.index[id(t)]
         k = self.index[id(t)] = len(self.tensors)
         self.tensors.append(t)
-        self.specs.append(_tensor_spec(t, where, "input", arg, P))
+        self.specs.append(self.spec(t, where, "input", arg, P))
         self.assumable.update((k, d) for d in _compat.dim_marks(t).dynamic)
         return k
 
@@ -350,6 +403,7 @@ def _lift(example_inputs: Sequence[Any], names: list[str], P: Problems) -> _Lift
 
 
 def _lift_module(L: _Lifted, a: torch.nn.Module, path: str, i: int, P: Problems) -> None:
+    _refuse_data_parallel(a, path, P)
     index: dict[int, int] = {}
     params = list(a.named_parameters())  # tied weights collapse by identity
     buffers = list(a.named_buffers())
@@ -358,7 +412,7 @@ def _lift_module(L: _Lifted, a: torch.nn.Module, path: str, i: int, P: Problems)
             index[id(t)] = len(L.tensors)
             L.index.setdefault(id(t), len(L.tensors))
             L.tensors.append(t)
-            L.specs.append(_tensor_spec(t, f"{path}.{n}", kind, i, P))
+            L.specs.append(L.spec(t, f"{path}.{n}", kind, i, P))
     # every name, tied aliases included, so reparametrization sees the one tensor
     all_names = ([(n, index[id(t)]) for n, t in a.named_parameters(remove_duplicate=False)]
                  + [(n, index[id(t)]) for n, t in a.named_buffers(remove_duplicate=False)])
@@ -366,6 +420,29 @@ def _lift_module(L: _Lifted, a: torch.nn.Module, path: str, i: int, P: Problems)
         path=path, names=tuple(n for n, _ in params + buffers), n_params=len(params),
         training=bool(a.training)))
     L.rebuild.append(("module", all_names))
+
+
+def _refuse_data_parallel(a: torch.nn.Module, path: str, P: Problems) -> None:
+    """Note [data-parallel wrappers]: FSDP2's fully_shard, FSDP and DDP keep the real
+    parameters in their own buffers and run their collectives from module and autograd hooks
+    with eager process-group calls, outside what a trace on the module's parameters sees
+    (measured, torch 2.13, 2 gloo ranks: tracing a fully_shard model crashed the process).
+    So they are refused before anything runs. Tensor parallelism (parallelize_module,
+    DTensor parameters) is captured whole, its collectives in the graph."""
+    found = _compat.data_parallel_wrapper(a)
+    if found is None:
+        return
+    sub, kind = found
+    where = ".".join(x for x in (path, sub) if x)
+    P.add(PrecompileError(
+        f"{where} is wrapped by {kind}, whose collectives run in hooks outside the graph",
+        invariant=4, stage="capture", where=where,
+        expected="a model whose parameters are plain tensors or DTensors (tensor parallel)",
+        actual=kind,
+        hint="precompile the unwrapped model (for DDP: model.module) and reduce the "
+             "gradients after the call (dist.all_reduce on each .grad), or shard it with "
+             "tensor parallelism (parallelize_module), whose collectives are captured; "
+             "for FSDP2 training use torch.compile, which FSDP2 supports"))
 
 
 def _lift_container(L: _Lifted, a: Any, path: str, i: int, P: Problems) -> None:
@@ -467,7 +544,10 @@ def _trace_inputs(L: _Lifted) -> list[torch.Tensor]:
     """What make_fx traces with: detached views that make_fx turns into fakes (the real
     tensors are never written: capture leaves the world as it found it)."""
     out = []
-    for t, s in zip(L.tensors, L.specs):
+    for k, (t, s) in enumerate(zip(L.tensors, L.specs)):
+        if k in L.wrap:  # Note [DTensor at the boundary]: the graph takes the local shard
+            out.append(_compat.dtensor_local(t).detach())
+            continue
         d = t.detach()
         if s.requires_grad:
             d.requires_grad_(True)  # a leaf: backward inside fn accumulates into its .grad
@@ -475,21 +555,34 @@ def _trace_inputs(L: _Lifted) -> list[torch.Tensor]:
     return out
 
 
+def _wrapped(L: _Lifted, ts: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """The traced graph inputs as fn sees them: DTensor inputs rebuilt around their local
+    shards (a leaf that requires grad where the input did, so backward fills its .grad)."""
+    out = list(ts)
+    for k, (mesh, placements, layout) in L.wrap.items():
+        d = _compat.dtensor_from_local(ts[k], mesh, placements, layout.shape, layout.stride)
+        if L.specs[k].requires_grad:
+            d.requires_grad_(True)
+        out[k] = d
+    return out
+
+
 def _make_flat_fn(fn: Callable, example_inputs: Sequence[Any], L: _Lifted,
                   state: dict[str, Any], P: Problems) -> Callable:
     def flat_fn(*ts: torch.Tensor):
+        ws = _wrapped(L, ts)
         args = []
         with contextlib.ExitStack() as stack:
             for (kind, data), a in zip(L.rebuild, example_inputs):
                 if kind == "module":
-                    stack.enter_context(_compat.reparametrize(a, {n: ts[k] for n, k in data}))
+                    stack.enter_context(_compat.reparametrize(a, {n: ws[k] for n, k in data}))
                     args.append(a)
                 elif kind == "tensor":
-                    args.append(ts[data])
+                    args.append(ws[data])
                 elif kind == "pytree":
                     spec, slots, leaves = data
                     args.append(pytree.tree_unflatten(
-                        [lf if k is None else ts[k] for k, lf in zip(slots, leaves)], spec))
+                        [lf if k is None else ws[k] for k, lf in zip(slots, leaves)], spec))
                 else:
                     args.append(data)
             versions = [t._version for t in ts]
@@ -499,29 +592,48 @@ def _make_flat_fn(fn: Callable, example_inputs: Sequence[Any], L: _Lifted,
         keys = [_compat.storage_key(t) for t in ts]
         for leaf in leaves:
             if isinstance(leaf, torch.Tensor):
+                layout = None
+                if _compat.is_dtensor(leaf):  # Note [DTensor at the boundary]
+                    layout = L.layout(leaf, "fn's result", P)
+                    leaf = _compat.dtensor_local(leaf)
                 key = _compat.storage_key(leaf)
                 k = next((k for k, kk in enumerate(keys) if kk == key), None)
                 if k is not None:  # invariant 4: this result views input k
+                    if k in L.wrap or layout is not None:
+                        _dtensor_view_refused(L.specs[k].where, P)
                     aliases.append((len(tensor_outs), AliasOut(
                         index=k, size=tuple(leaf.shape), stride=tuple(leaf.stride()),
                         offset=leaf.storage_offset())))
-                out_leaves.append(GraphOut(index=len(tensor_outs)))
+                out_leaves.append(GraphOut(index=len(tensor_outs), dtensor=layout))
                 tensor_outs.append(leaf)
             else:
                 out_leaves.append(ConstOut(value=_literal(leaf, "fn's result", P)))
         grads = []
-        for k, t in enumerate(ts):
+        for k, t in enumerate(ws):
             if t.requires_grad and t.grad is not None:
-                grads.append((k, len(tensor_outs) + len(grads), t.grad))
+                g, layout = t.grad, None
+                if _compat.is_dtensor(g):
+                    layout = L.layout(g, f"{L.specs[k].where}.grad", P)
+                    g = _compat.dtensor_local(g)
+                grads.append((k, len(tensor_outs) + len(grads), g, layout))
         state["out_spec"] = spec
         state["out_leaves"] = out_leaves
         state["n_user_outputs"] = len(tensor_outs)
-        state["grads"] = [WriteBack(input=k, output=o) for k, o, _ in grads]
+        state["grads"] = [WriteBack(input=k, output=o, dtensor=lay) for k, o, _, lay in grads]
         state["aliases"] = aliases
         state["mutated"] = [k for k, t in enumerate(ts) if t._version != versions[k]]
-        return tuple(tensor_outs) + tuple(g for _, _, g in grads)
+        return tuple(tensor_outs) + tuple(g for _, _, g, _ in grads)
 
     return flat_fn
+
+
+def _dtensor_view_refused(where: str, P: Problems) -> None:
+    P.add(PrecompileError(
+        f"fn returns a view of the DTensor {where}", invariant=4, stage="capture",
+        where=where, expected="DTensor results that are new tensors",
+        actual="a view of a DTensor input (or a DTensor view of a plain input)",
+        hint="return a copy (.clone()), or return the input itself and view it after the "
+             "call"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -802,7 +914,8 @@ def graph_nodes(c: Captured) -> tuple[GraphNodeInfo, ...]:
         elif n.op == "output":
             role, target = "output", "output"
         else:
-            role = "gradient" if n in backward else "compute"
+            role = ("collective" if _compat.is_collective(n.target)  # tensor parallelism
+                    else "gradient" if n in backward else "compute")
             target = str(n.target).replace("torch.ops.", "")
         module = _module_of(n, modules, c, ph_index)
         modules[n] = module

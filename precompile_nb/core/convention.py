@@ -27,10 +27,12 @@ from ._driver import PcConstant as Constant
 from ._driver import PcConstArg as ConstArg
 from ._driver import PcConstOut as ConstOut
 from ._driver import PcConvention as Convention
+from ._driver import PcDTensor as DTensorLayout
 from ._driver import PcGraphOut as GraphOut
 from ._driver import PcGuard as Guard
 from ._driver import PcInputOut as InputOut
 from ._driver import PcLeaf as Leaf
+from ._driver import PcMesh as Mesh
 from ._driver import PcModuleArg as ModuleArg
 from ._driver import PcPytreeArg as PytreeArg
 from ._driver import PcTensorArg as TensorArg
@@ -46,8 +48,8 @@ Argument = Union[ModuleArg, TensorArg, ConstArg, PytreeArg]
 Output = Union[GraphOut, InputOut, AliasOut, ConstOut]
 
 __all__ = ["AliasOut", "Argument", "ARTIFACT_FORMAT", "ARTIFACT_VERSION", "ConstArg",
-           "ConstOut", "Constant", "Convention", "GraphOut", "Guard", "InputOut", "Leaf",
-           "ModuleArg", "Output", "PytreeArg", "TensorArg", "TensorInput", "WriteBack",
+           "ConstOut", "Constant", "Convention", "DTensorLayout", "GraphOut", "Guard", "InputOut", "Leaf",
+           "Mesh", "ModuleArg", "Output", "PytreeArg", "TensorArg", "TensorInput", "WriteBack",
            "decode", "dense_order", "find_class", "schema_fingerprint"]
 
 # Note [artifact version]
@@ -60,15 +62,17 @@ __all__ = ["AliasOut", "Argument", "ARTIFACT_FORMAT", "ARTIFACT_VERSION", "Const
 #   and compares it with FINGERPRINTS[ARTIFACT_VERSION]. When it fails, bump ARTIFACT_VERSION
 #   and record the new fingerprint under it (keep the old ones: they document the history).
 ARTIFACT_FORMAT = "precompile_nb.artifact"
-ARTIFACT_VERSION = 3
+ARTIFACT_VERSION = 4
 FINGERPRINTS = {
     2: "171e3cadd88976d991d90287a3f83fc7798119443ab51f09dd6200f436cdfda4",
     # 3: guards on dynamic sizes (mark_dynamic)
     3: "64e16d10a6757c970ee94d89d24c18c83177d2eb8188794d848dae453fc19b6f",
+    # 4: DTensor inputs, results and gradients on device meshes
+    4: "76a712b17cc14361ca4b7f89cd9efd55ac85b4f0b80ad7233ec0c4911c36c692",
 }
 
 _RECORDS = (Convention, TensorInput, Constant, ModuleArg, TensorArg, ConstArg, PytreeArg, Leaf,
-            GraphOut, InputOut, AliasOut, ConstOut, WriteBack, Guard)
+            GraphOut, InputOut, AliasOut, ConstOut, WriteBack, Guard, Mesh, DTensorLayout)
 
 
 def decode(meta: Any) -> Convention:
@@ -84,6 +88,8 @@ def schema_fingerprint() -> str:
     def kind_text(kind: Any) -> str:
         if isinstance(kind, tuple) and kind and isinstance(kind[-1], type):
             return f"{kind[0]}:{kind[1].__name__}"
+        if isinstance(kind, tuple) and kind and kind[0] == "record?":
+            return f"record?:{kind[1]}"
         return repr(kind)
 
     parts = [ARTIFACT_FORMAT, META_NAME, repr(SECTIONS), repr(_driver._PC_HEADER)]

@@ -181,10 +181,10 @@ def _mutations_and_aliases_to_driver(c: Captured, fgm: torch.fx.GraphModule):
         if k not in remap:
             remap[k] = len(new_outs)
             new_outs.append(outs[k])
-        outputs.append(GraphOut(index=remap[k]))
+        outputs.append(dataclasses.replace(lf, index=remap[k]))
     grads = []
     for w in c.convention.grads:
-        grads.append(WriteBack(input=w.input, output=len(new_outs)))
+        grads.append(dataclasses.replace(w, output=len(new_outs)))
         new_outs.append(outs[w.output])
     mutations = []
     for i, node in mutated:

@@ -39,6 +39,7 @@ def report_data(art: Artifact, *, load_stats: dict | None = None) -> dict[str, A
             "dynamic": {str(d): list(b) for d, b in s.dynamic.items()}, "dtype": s.dtype,
             "device": s.device, "stride": list(s.stride), "requires_grad": s.requires_grad,
             "gets_grad": i in grads_in, "mutated": i in mutated,
+            "dtensor": _dtensor_row(s.dtensor, conv.meshes),
         })
     devices = sorted({s.device for s in c.inputs}) or ["cpu"]
     sections = section_lines(art.python_code)
@@ -82,6 +83,18 @@ def report_data(art: Artifact, *, load_stats: dict | None = None) -> dict[str, A
         "invariants": invariant_checklist(art),
         "violation": None,
     }
+
+
+def _dtensor_row(layout: Any, meshes: tuple) -> dict[str, Any] | None:
+    """A DTensor input's placements, mesh and global shape (its row's shape is the local
+    shard the graph takes)."""
+    if layout is None:
+        return None
+    mesh = meshes[layout.mesh]
+    text = f"{mesh.device_type} {list(mesh.shape)}" + (
+        f" {list(mesh.dim_names)}" if mesh.dim_names else "")
+    return {"placements": list(layout.placements), "mesh": text, "shape": list(layout.shape),
+            "stride": list(layout.stride), "groups": list(mesh.groups)}
 
 
 def invariant_checklist(art: Artifact) -> list[dict[str, Any]]:

@@ -31,6 +31,7 @@ ROLE_COLORS: dict[str, str] = {
     "constant": "#e9d5ff",
     "compute": "#dcfce7",
     "gradient": "#fbcfe8",
+    "collective": "#fca5a5",  # all-reduce / all-gather / reduce-scatter of tensor parallelism
     "output": "#d1d5db",
 }
 _GROUP_COLOR = "#e5e7eb"

@@ -69,7 +69,24 @@ def _calling_convention(data: dict[str, Any]) -> str:
             "model parameters and buffers are read from the model(s) passed at each call.</p>"
             + table(["#", "where", "kind", "shape", "dtype", "device", "stride",
                      "requires grad", "gets grad", "mutated"], rows, cls="pcnb-inputs")
-            + note)
+            + note + _dtensors(data))
+
+
+def _dtensors(data: dict[str, Any]) -> str:
+    """Each DTensor input's layout: what the artifact checks on every call besides its local
+    shard (the shape column above)."""
+    rows = [(f"<code>{esc(inp.get('where'))}</code>",
+             esc(", ".join(map(str, d.get("placements") or []))), esc(d.get("mesh")),
+             esc(d.get("shape")), esc(", ".join(map(str, d.get("groups") or []))))
+            for inp in data.get("inputs") or [] if (d := inp.get("dtensor"))]
+    if not rows:
+        return ""
+    return ("<h4>DTensor inputs</h4>"
+            '<p class="pcnb-muted">The shape above is each DTensor\'s local shard, which the '
+            "graph computes on; its placements, device mesh and global shape are checked on "
+            "every call.</p>"
+            + table(["where", "placements", "mesh", "global shape", "process groups"], rows,
+                    cls="pcnb-dtensors"))
 
 
 def _names(items: Iterable[Any], empty: str) -> str:
