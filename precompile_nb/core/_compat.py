@@ -269,6 +269,23 @@ def inductor_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
     return seen["source"], seen["gm"], compiled
 
 
+def autotune_now(compiled: Callable, example_inputs: Sequence[Any]) -> None:
+    """Run a freshly compiled CUDA graph once, inside its private compile cache, so that
+    Inductor's autotuner benchmarks every multi-config Triton kernel now and writes its
+    choice (`<kernel>.best_config`, 2.11-2.14: CachingAutotuner with autotune_local_cache)
+    next to the kernel in the cache the artifact ships: neither load nor the first call
+    benchmarks anything. Inputs are stand-ins with the example's sizes, strides, dtypes and
+    devices (random floats, zero integers: valid indices); the timings depend on sizes."""
+    args = []
+    for t in example_inputs:
+        real = torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype,
+                                   device=t.device)
+        args.append(real.normal_() if real.is_floating_point() else real.zero_())
+    with torch.no_grad():
+        compiled(*args)
+    torch.cuda.synchronize()
+
+
 def strip_inductor_main(source: str) -> str:
     """Drop the benchmark harness Inductor appends to its module (get_args / __main__); it
     imports test utilities and is never called by the artifact (2.11-2.14 layout). Then make
@@ -599,23 +616,6 @@ def _settle_triton_ptxas() -> None:
         get_ptxas_version.cache_clear()
 
 
-def rename_node(node: torch.fx.Node, name: str) -> None:
-    """Give a graph node a readable name, kept unique by the graph's namespace (2.11-2.14:
-    Node._rename)."""
-    node._rename(name)
-
-
-def is_aten_op(name: str) -> bool:
-    """True if torch.ops.aten has an op packet of that name."""
-    return bool(name) and hasattr(torch.ops.aten, name)
-
-
-def is_tensor_subclass(t: torch.Tensor) -> bool:
-    """A traceable wrapper subclass such as DTensor (2.11-2.14: torch.utils._python_dispatch)."""
-    from torch.utils._python_dispatch import is_traceable_wrapper_subclass
-
-    return is_traceable_wrapper_subclass(t)
-
 # ---------------------------------------------------------------------------------------------
 # DTensor (torch.distributed.tensor, public since 2.5; `_local_tensor` and `_spec` are the
 # attributes DTensor's own __tensor_flatten__ reads, 2.11-2.14)
@@ -687,3 +687,177 @@ def is_collective(target: Any) -> bool:
     return ns in ("_c10d_functional", "c10d_functional", "_dtensor")
 
 
+def rename_node(node: torch.fx.Node, name: str) -> None:
+    """Give a graph node a readable name, kept unique by the graph's namespace (2.11-2.14:
+    Node._rename)."""
+    node._rename(name)
+
+
+def is_aten_op(name: str) -> bool:
+    """True if torch.ops.aten has an op packet of that name."""
+    return bool(name) and hasattr(torch.ops.aten, name)
+
+
+def is_tensor_subclass(t: torch.Tensor) -> bool:
+    """A traceable wrapper subclass such as DTensor (2.11-2.14: torch.utils._python_dispatch)."""
+    from torch.utils._python_dispatch import is_traceable_wrapper_subclass
+
+    return is_traceable_wrapper_subclass(t)
+
+
+
+# ---------------------------------------------------------------------------------------------
+# the warm load: a cached C++ artifact runs without the compiler stack (Note [warm load] in
+# warm.py). Nothing below imports torch._inductor at load: that package's own __init__ pulls
+# in torch._dynamo and sympy (~1 s on 2.13), which is exactly what a warm load avoids.
+
+
+def light_inductor_cache_dir() -> str:
+    """inductor_cache_dir() without importing torch._inductor: the same rule as
+    torch._inductor.runtime.cache_dir_utils.cache_dir (2.11-2.14): TORCHINDUCTOR_CACHE_DIR,
+    else <tempdir>/torchinductor_<user> ("/var/tmp" in fbcode); made absolute, exported (as
+    cache_dir does, so that an Inductor imported later agrees) and created."""
+    directory = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if directory is None:
+        import getpass
+        import tempfile
+
+        from torch._environment import is_fbcode
+
+        try:
+            user = getpass.getuser()
+        except (KeyError, ModuleNotFoundError, OSError):
+            getuid = getattr(os, "getuid", None)
+            user = f"uid_{getuid()}" if callable(getuid) else "unknown_user"
+        directory = os.path.join("/var/tmp" if is_fbcode() else tempfile.gettempdir(),
+                                 "torchinductor_" + re.sub(r'[\\/:*?"<>|]', "_", user))
+    directory = os.path.abspath(directory)
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = directory
+    os.makedirs(directory, exist_ok=True)
+    return directory
+
+
+def cpp_binding_source(argtypes: Sequence[str], source: str) -> str | None:
+    """The whole C++ file Inductor builds for `async_compile.cpp_pybinding(argtypes, source)`:
+    the kernel plus its Python-binding suffix (2.11-2.14:
+    CppPythonBindingsCodeCache.load_pybinding_async formats suffix_template so). precompile
+    matches it against the compile dir's `.cpp` files to find each kernel's binary; were the
+    format to change, nothing matches (None when the class lacks these attributes) and load
+    takes the compile path, saying so."""
+    from torch._inductor.codecache import CppPythonBindingsCodeCache as cc
+
+    names = ("suffix_template", "call_entry_function", "entry_function", "extra_parse_arg")
+    if not all(isinstance(getattr(cc, n, None), str) for n in names):
+        return None
+    parseargs = ", ".join(f"parse_arg<{t.replace('const ', '')}>(args, {n})"
+                          for n, t in enumerate(argtypes))
+    return source + cc.suffix_template.format(
+        arg_len=len(argtypes), call_entry_func=cc.call_entry_function.format(parseargs),
+        entry_func=cc.entry_function, extra_parse_arg=cc.extra_parse_arg.format(array_len=-1))
+
+
+def extern_kernel_location(name: str) -> str | None:
+    """Where `extern_kernels.<name>` of Inductor's generated module lives outside
+    torch._inductor, as a dotted path from `torch`: "torch.addmm",
+    "torch.ops.mkldnn._linear_pointwise.binary"; None for a Python function of
+    torch._inductor itself (bias_addmm, conv1x1_via_mm) or an unknown name. (2.11-2.14:
+    torch._inductor.select_algorithm.extern_kernels, filled by ExternKernelChoice.)"""
+    from torch._inductor.select_algorithm import extern_kernels
+
+    obj = getattr(extern_kernels, name, None)
+    if isinstance(obj, torch._ops.OpOverload):
+        ns, op = obj._schema.name.split("::")
+        return f"torch.ops.{ns}.{op}.{obj._overloadname}"
+    if isinstance(obj, torch._ops.OpOverloadPacket):
+        ns, op = obj._qualified_op_name.split("::")
+        return f"torch.ops.{ns}.{op}"
+    fname = getattr(obj, "__name__", None)
+    if obj is not None and fname and getattr(torch, fname, None) is obj:
+        return f"torch.{fname}"
+    return None
+
+
+def resolve_torch_path(path: str) -> Any:
+    """The object at a dotted path from `torch` that extern_kernel_location wrote."""
+    parts = path.split(".")
+    if parts[0] != "torch":
+        raise AttributeError(path)
+    obj: Any = torch
+    for part in parts[1:]:
+        obj = getattr(obj, part)
+    return obj
+
+
+def load_cpp_kernel(path: str, key: str) -> Callable:
+    """The `kernel` function of a C++ kernel's Python-binding library that Inductor built,
+    imported as Inductor imports it (2.11-2.14: CppPythonBindingsCodeCache._load_library_inner):
+    the library reads the address of torch's tensor-data-pointer helper from an environment
+    variable at import; the module is `<key>.kernel` (its init function is PyInit_kernel) and
+    is registered in sys.modules under that name, so Inductor finds it there if it loads the
+    same kernel later in this process."""
+    import importlib.util
+    import sys
+
+    os.environ["_TORCHINDUCTOR_PYOBJECT_TENSOR_DATA_PTR"] = str(
+        torch._C._dynamo.guards._torchinductor_pyobject_tensor_data_ptr)
+    name = f"{key}.kernel"
+    module = sys.modules.get(name)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"not a loadable extension module: {path}")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[name] = module
+    return module.kernel
+
+
+# What Inductor's generated CPU module imports from torch._inductor, name by name (2.11-2.14:
+# PythonWrapperCodegen.write_header and CppWrapper's; checked on 2.13's inference and
+# training modules). The warm load serves exactly these; a module that imports anything else
+# from torch._inductor takes the compile path.
+WARM_IMPORTS: dict[str, frozenset[str]] = {
+    "torch._inductor.hooks": frozenset({"run_intermediate_hooks"}),
+    "torch._inductor.utils": frozenset({"maybe_profile"}),
+    "torch._inductor.codegen.memory_planning": frozenset({"_align"}),
+    "torch._inductor.async_compile": frozenset({"AsyncCompile"}),
+    "torch._inductor.select_algorithm": frozenset({"extern_kernels"}),
+}
+
+
+def warm_module_attrs(async_compile: Callable, extern_kernels: Any) -> dict[str, dict[str, Any]]:
+    """The objects a warm load hands the generated module for the imports in WARM_IMPORTS:
+    the caller's AsyncCompile and extern_kernels, and light copies of three small helpers
+    that behave as Inductor's do (2.11-2.14)."""
+    import sys
+
+    hooks = sys.modules.get("torch._inductor.hooks")
+    return {
+        "torch._inductor.hooks": {"run_intermediate_hooks": (
+            # an intermediate hook can only be registered through that module: if nobody
+            # imported it, there is none to run
+            hooks.run_intermediate_hooks if hooks is not None else _no_intermediate_hooks)},
+        "torch._inductor.utils": {"maybe_profile": _maybe_profile},
+        "torch._inductor.codegen.memory_planning": {"_align": _align},
+        "torch._inductor.async_compile": {"AsyncCompile": async_compile},
+        "torch._inductor.select_algorithm": {"extern_kernels": extern_kernels},
+    }
+
+
+def _no_intermediate_hooks(name: str, value: Any) -> None:
+    return None
+
+
+@contextlib.contextmanager
+def _maybe_profile(should_profile: bool, *args: Any, **kwargs: Any) -> Iterator[Any]:
+    # torch._inductor.utils.maybe_profile (2.11-2.14)
+    if should_profile:
+        with torch.profiler.profile(*args, **kwargs) as p:
+            yield p
+    else:
+        yield
+
+
+def _align(nbytes: int) -> int:
+    # torch._inductor.utils._align (2.11-2.14): round up to ALIGN_BYTES = 64
+    return (nbytes + 63) & -64

@@ -198,7 +198,7 @@ def install(files: list[tuple[str, str, bytes]], device_index: int) -> tuple[int
     rename, so a concurrent reader sees the whole file or none; a file already there with
     the same bytes is left alone, one with other bytes is replaced). Returns (written,
     already present)."""
-    roots = {"inductor": _compat.inductor_cache_dir()}
+    roots = {"inductor": _compat.light_inductor_cache_dir()}  # no compiler import
     if any(r == "triton" for r, _, _ in files):
         roots["triton"] = _compat.triton_cache_dir(device_index)
     written = present = 0

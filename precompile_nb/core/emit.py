@@ -3,7 +3,9 @@
 python_code is one self-contained module (needs only torch), in this order:
   header comment   what it is, how to call it, that it holds no weights
   graph            `call(args)`: Inductor's generated module, or the captured ATen graph
-  metadata         `_PC_META = {...}`: the calling convention as plain literals
+  metadata         `_PC_META = {...}`: the calling convention as plain literals; for Inductor,
+                   `_PC_WARM = {...}`: which cached library serves which C++ kernel, and where
+                   each extern kernel lives in torch (Note [warm load] in warm.py)
   driver           checks arguments, flattens models, calls the graph, writes back
 Each section starts with a marker line `# ==== [precompile_nb:NAME] ====`.
 
@@ -21,6 +23,7 @@ from pathlib import Path
 
 import torch
 
+from . import warm
 from .convention import (ARTIFACT_FORMAT, ARTIFACT_VERSION, ConstArg, Convention, ModuleArg,
                          PytreeArg)
 from .schemas import Captured, Lowered
@@ -78,12 +81,20 @@ def emit(c: Captured, lw: Lowered) -> str:
     body = [
         marker("graph"), lw.source.rstrip(), "",
         marker("metadata"), f"{META_NAME} = " + pprint.pformat(meta, width=100, sort_dicts=False),
-        "",
+        "", *_warm_section(lw),
         marker("driver"), DRIVER_SOURCE.rstrip(), "",
         f"forward = _pc_make_forward({META_NAME}, call, "
         "globals().get('__precompile_error__'))", "",
     ]
     return "\n".join(header + body)
+
+
+def _warm_section(lw: Lowered) -> list[str]:
+    """The _PC_WARM literal (Note [warm load]), or nothing when the module has no kernel."""
+    record = warm.record(lw.source, lw.files) if lw.backend == "inductor" else None
+    if record is None:
+        return []
+    return [f"{warm.WARM_NAME} = " + pprint.pformat(record, width=100, sort_dicts=False), ""]
 
 
 def section_lines(python_code: str) -> dict[str, int]:

@@ -13,6 +13,13 @@ What a cache does on load (documented policy):
   made by another torch build       a loud RuntimeWarning, the cache is ignored, kernels compile
   not bytes (a str, a number, ...)  PrecompileError (invariant 7)
 
+Which path runs python_code (forward.__precompile_load__["path"] and ["reason"]):
+  "warm"      the cache is in place and the module asks Inductor for nothing but its cached
+              C++ kernels: they are imported directly, no compiler module is imported and no
+              process started (Note [warm load] in warm.py)
+  "compile"   anything else (no cache, another torch build, Triton kernels, an artifact made
+              before _PC_WARM): Inductor looks up, or compiles, every kernel as it always did
+
 What python_code does on load: it must parse and hold the _PC_META literal (checked by AST,
 before anything runs); then it is executed. Any exception while compiling or executing it
 (an edited or damaged artifact) is a PrecompileError (invariant 7) chained to the original.
@@ -21,6 +28,7 @@ The source is registered in linecache for tracebacks while the returned callable
 from __future__ import annotations
 
 import ast
+import contextlib
 import itertools
 import linecache
 import threading
@@ -30,7 +38,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from . import _compat, cache as _cache
+from . import _compat, cache as _cache, warm
 from .convention import ARTIFACT_FORMAT, ARTIFACT_VERSION, decode
 from .emit import META_NAME
 from .errors import PrecompileError
@@ -52,6 +60,11 @@ class CacheWarning(RuntimeWarning):
 def read_meta(python_code: str) -> dict[str, Any]:
     """The metadata literal of an artifact, read without executing it; its header and every
     field of its calling convention are checked (convention.decode)."""
+    return _read(python_code)[1]
+
+
+def _read(python_code: str) -> tuple[ast.Module, dict[str, Any]]:
+    """python_code's syntax tree and its checked metadata literal (read_meta)."""
     if not isinstance(python_code, str):
         raise PrecompileError("python_code must be a str", invariant=7, stage="load",
                               where="python_code", expected="str",
@@ -103,7 +116,7 @@ def read_meta(python_code: str) -> dict[str, Any]:
                                   stage="load", where=f"{META_NAME}[{key!r}]", expected=want,
                                   actual=repr(meta[key])[:80], hint=_NOT_ARTIFACT)
     decode(meta)  # every nested field, before anything runs (invariant 7)
-    return meta
+    return tree, meta
 
 
 def load(python_code: str, cache: bytes | None = None) -> Callable[..., Any]:
@@ -130,11 +143,13 @@ def load(python_code: str, cache: bytes | None = None) -> Callable[..., Any]:
 
 
 def _load(python_code: str, cache: bytes | None) -> Callable[..., Any]:
-    meta = read_meta(python_code)
+    tree, meta = _read(python_code)
     fn_name = meta["fn_name"]
     warnings.warn(f"precompile.load executes python_code of `{fn_name}` as code: only load "
                   "artifacts you trust (invariant 7)", UserWarning, stacklevel=3)
     stats = {"cache_files": 0, "written": 0, "present": 0, "used": False}
+    cached: set[str] = set()  # relative paths of the inductor files the cache installed
+    why_not = "no cache: Inductor compiles the kernels now"
     # None or empty bytes: no cache. Anything else must be an envelope (read_tag says so
     # when it is not even bytes: a falsy 0 or "" is not silently "no cache").
     no_cache = cache is None or (isinstance(cache, (bytes, bytearray, memoryview))
@@ -160,20 +175,24 @@ def _load(python_code: str, cache: bytes | None) -> Callable[..., Any]:
                           f"{_compat.torch_build_id()}: ignoring it, the kernels will compile "
                           "now (precompile again with this torch to get a matching cache)",
                           CacheWarning, stacklevel=3)
+            why_not = f"the cache was made by another torch build ({tag.torch})"
         elif files:
             with _compat.GLOBAL_LOCK:
                 stats["written"], stats["present"] = _cache.install(
                     files, meta["device_index"])
             stats["used"] = True
+            cached = {rel for root, rel, _ in files if root == "inductor"}
+    plan = _plan(tree, stats["used"], why_not, cached)
+    stats["path"], stats["reason"] = plan.path, plan.reason
     filename = f"<precompile_nb artifact {fn_name} #{next(_counter)}>"
     # register the source so tracebacks through the artifact show its lines
     linecache.cache[filename] = (len(python_code), None, python_code.splitlines(True), filename)
-    ns: dict[str, Any] = {"__name__": f"precompile_nb_artifact_{fn_name}",
-                          "__precompile_error__": PrecompileError}
     try:
-        with _compat.GLOBAL_LOCK, _compat.running_artifact(stats["used"]):
-            # dont_inherit: compiled as in a fresh process, whatever this module's __future__
-            exec(compile(python_code, filename, "exec", dont_inherit=True), ns)  # noqa: S102
+        # dont_inherit: compiled as in a fresh process, whatever this module's __future__;
+        # from the tree already parsed (the parse is half the cost), under the parse lock
+        with _AST_LOCK:
+            code = compile(tree, filename, "exec", dont_inherit=True)
+        ns = _execute(code, fn_name, plan, stats)
     except Exception as e:
         err = _exec_failed(e, filename)  # reads the failing line from linecache
         linecache.cache.pop(filename, None)
@@ -190,6 +209,53 @@ def _load(python_code: str, cache: bytes | None) -> Callable[..., Any]:
     # that loads many artifacts keeps every source it ever loaded
     weakref.finalize(forward, linecache.cache.pop, filename, None)
     return forward
+
+
+def _plan(tree: ast.Module, cache_used: bool, why_not: str, cached: set[str]) -> warm.WarmPlan:
+    """The path python_code runs on (Note [warm load]): its graph section is every statement
+    before the metadata literal; _PC_WARM follows that literal."""
+    graph: list[ast.stmt] = []
+    record = None
+    for i, node in enumerate(tree.body):
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name) and node.targets[0].id == META_NAME):
+            graph = tree.body[:i]
+            for after in tree.body[i + 1:i + 3]:
+                if (isinstance(after, ast.Assign) and isinstance(after.targets[0], ast.Name)
+                        and after.targets[0].id == warm.WARM_NAME):
+                    try:
+                        record = ast.literal_eval(after.value)
+                    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+                        record = None  # then plan says it found none, and compiles
+            break
+    return warm.plan(graph, record, cache_used=cache_used, no_cache_reason=why_not,
+                     cached_files=cached)
+
+
+def _execute(code: Any, fn_name: str, plan: warm.WarmPlan, stats: dict) -> dict[str, Any]:
+    """Execute python_code on the planned path; returns its namespace. Should a warm load
+    fail to import a cached kernel library (ImportError / OSError: a missing system library,
+    a noexec cache dir), it says so with a RuntimeWarning and runs the compile path."""
+    if plan.path == "warm":
+        try:
+            return _exec_in(code, fn_name, plan.imports, contextlib.nullcontext())
+        except (ImportError, OSError) as e:
+            stats["path"] = "compile"
+            stats["reason"] = f"the warm path failed ({type(e).__name__}: {str(e)[:200]})"
+            warnings.warn(f"precompile.load of `{fn_name}`: {stats['reason']}; compiling the "
+                          "kernels instead", RuntimeWarning, stacklevel=4)
+    return _exec_in(code, fn_name, None, _compat.running_artifact(stats["used"]))
+
+
+def _exec_in(code: Any, fn_name: str, imports: dict[str, dict[str, Any]] | None,
+             settings: contextlib.AbstractContextManager) -> dict[str, Any]:
+    ns: dict[str, Any] = {"__name__": f"precompile_nb_artifact_{fn_name}",
+                          "__precompile_error__": PrecompileError}
+    if imports:
+        ns["__builtins__"] = warm.builtins_for(imports)
+    with _compat.GLOBAL_LOCK, settings:
+        exec(code, ns)  # noqa: S102
+    return ns
 
 
 def _exec_failed(e: Exception, filename: str) -> PrecompileError:

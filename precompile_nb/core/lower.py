@@ -113,10 +113,12 @@ def _lower_inductor(c: Captured) -> Lowered:
                        kernels=(), files=(), seconds=time.perf_counter() - t0)
     with _compat.private_compile_cache() as cache_dir:
         try:
-            source, inner_gm, _ = _compat.inductor_compile(
+            source, inner_gm, compiled = _compat.inductor_compile(
                 fgm, fake_inputs, dynamic=c.tracing_mode != "fake")
         except Exception as e:  # noqa: BLE001 - re-raised with the invariant it breaks
             raise _lowering_error(c, e) from e
+        if _autotune_at_precompile(c, fgm, fake_inputs):
+            _compat.autotune_now(compiled, fake_inputs)
         files = _collect_files(cache_dir)
         if any(rel.endswith(".so") for root, rel, _ in files if root == "inductor"):
             files = _with_isa_probes(files, cache_dir)
@@ -124,6 +126,18 @@ def _lower_inductor(c: Captured) -> Lowered:
     return Lowered(backend="inductor", source=source, convention=convention,
                    kernels=tuple(parse_kernels(source, _op_names(inner_gm, fgm))),
                    files=tuple(files), seconds=time.perf_counter() - t0)
+
+
+def _autotune_at_precompile(c: Captured, fgm: torch.fx.GraphModule, fake_inputs: list) -> bool:
+    """Triton kernels with several configurations pick one by benchmarking at their first
+    run: run the graph once here (issue: no benchmarking at load or first call), on CUDA,
+    for static sizes, and not when the graph holds collectives (one rank compiling alone
+    would wait for the others forever)."""
+    return (c.tracing_mode == "fake"
+            and any(isinstance(t, torch.Tensor) and t.device.type == "cuda"
+                    for t in fake_inputs)
+            and not any(n.op == "call_function" and _compat.is_collective(n.target)
+                        for n in fgm.graph.nodes))
 
 
 _NOTHING_TO_COMPUTE = """\

@@ -125,6 +125,20 @@ def _stages(data: dict[str, Any]) -> str:
 def _cache_load(load: dict[str, Any] | None) -> str:
     if load is None:
         return '<span class="pcnb-muted">not loaded yet</span>'
+    return _cache_files(load) + _load_path(load)
+
+
+def _load_path(load: dict[str, Any]) -> str:
+    """Which way the load went: the warm path (kernels loaded directly, no compiler) or
+    Inductor compiling on load, and why."""
+    if not load.get("path"):
+        return ""
+    name = "warm: no compiler" if load["path"] == "warm" else "compile on load"
+    return (f'<br><span class="pcnb-badge">{esc(name)}</span> '
+            f'<span class="pcnb-muted">{esc(load.get("reason") or "")}</span>')
+
+
+def _cache_files(load: dict[str, Any]) -> str:
     files = load.get("cache_files", 0)
     if load.get("used"):
         return (f'<span class="pcnb-yes">hit</span>: {esc(files)} compiled file(s) installed '

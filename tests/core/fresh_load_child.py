@@ -59,6 +59,23 @@ if _triton_cache is not None:
     _triton_cache.FileCacheManager.put = _counting_put
 
 
+# every benchmarking of a multi-config Triton kernel (its autotuning); a kernel whose choice
+# the cache shipped (.best_config) runs its one config without benchmarking
+autotune_runs = []
+try:
+    from torch._inductor.runtime import triton_heuristics as _heuristics
+except ImportError:  # no triton
+    _heuristics = None
+if _heuristics is not None:
+    _orig_bench = _heuristics.CachingAutotuner.benchmark_all_configs
+
+    def _counting_bench(self, *a, **k):
+        autotune_runs.append(getattr(self.fn, "__name__", "?"))
+        return _orig_bench(self, *a, **k)
+
+    _heuristics.CachingAutotuner.benchmark_all_configs = _counting_bench
+
+
 def triton_files():
     root = os.environ.get("TRITON_CACHE_DIR")
     if not root or not os.path.isdir(root):
@@ -87,5 +104,6 @@ new = {p for p in triton_files() - before if os.path.normpath(p) not in shipped}
 match = torch.allclose(out, ref["ref"], atol=1e-4, rtol=1e-4)
 print(json.dumps({"cpp_builds": len(builds), "new_triton_files": len(new),
                   "triton_writes": len(triton_writes), "processes": processes,
+                  "autotune_runs": autotune_runs,
                   "match": bool(match), "seconds": time.perf_counter() - t0,
                   "load": f.__precompile_load__}))

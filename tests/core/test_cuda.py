@@ -9,6 +9,7 @@ import torch
 
 from precompile_nb import PrecompileError, precompile
 from precompile_nb.core import build
+from precompile_nb.core.cache import read_tag
 from precompile_nb.core.report import report_data
 from tests.core.models import assert_sgd_matches_eager, bn_mlp, mlp, train_step
 from tests.core.test_inductor import fresh_load
@@ -44,6 +45,11 @@ def test_cuda_fresh_process_warm_load_compiles_nothing(cuda_art, tmp_path):
     # compiled again into the same path, e.g. through a stale group file, is one)
     assert warm["cpp_builds"] == 0 and warm["new_triton_files"] == 0, warm
     assert warm["triton_writes"] == 0, warm
+    # autotuning ran at precompile: the cache ships each multi-config kernel's choice, and
+    # neither the load nor the first call benchmarks a kernel
+    _, header = read_tag(art.cache)
+    assert any(rel.endswith(".best_config") for _, rel, _, _ in header["files"]), header
+    assert warm["autotune_runs"] == [], warm
     cold = fresh_load(tmp_path, art.python_code, art.cache, m, (x,), ref, "nocache")
     assert cold["match"] and cold["new_triton_files"] > 0, cold
     print(f"cuda fresh-process load+first call: warm {warm['seconds']:.2f}s, "

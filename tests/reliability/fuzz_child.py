@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import faulthandler
 import hashlib
+import importlib
 import json
 import os
 import pickle
@@ -410,6 +411,12 @@ def main() -> None:
     @given(case=cases)
     def fuzz(case):
         check(case, outcomes, times)
+
+    # A load on the compile path (the foreign-torch cases) imports Inductor, one of whose
+    # modules subclasses pickle.Unpickler at import: import them before pickle is patched
+    # (the bases above load on the warm path, without Inductor).
+    for module in ("async_compile", "codegen.memory_planning", "select_algorithm"):
+        importlib.import_module(f"torch._inductor.{module}")
 
     saved = pickle.load, pickle.loads, pickle.Unpickler
     pickle.load = pickle.loads = pickle.Unpickler = _no_pickle  # the envelope is never unpickled

@@ -1,0 +1,331 @@
+"""Warm load, side by side: how long a fresh process takes, after `import torch`, to get the
+first result of a computation compiled earlier (issue 17).
+
+usage: python benchmarks/warm_load.py [--out DIR] [--ref-python PY] [--repeats N]
+       python benchmarks/warm_load.py --child MODE WORKLOAD WORKDIR     (one measurement)
+
+Systems (each measurement is its own fresh process with empty compiler caches: a new
+TORCHINDUCTOR_CACHE_DIR, TRITON_CACHE_DIR and TMPDIR; OMP_NUM_THREADS=1):
+
+  nb_cold    precompile_nb: `import precompile_nb` + precompile(fn, *args); saves the pair
+  nb_warm    `import precompile_nb` + precompile.load(code, cache) + first call; also records
+             the load path and its reason, the heavy modules imported and the processes
+             started (subprocess / fork / spawn, counted from before the import)
+  tc_cold    torch.compile(fn) + first call; saves torch.compiler.save_cache_artifacts()
+  tc_warm    torch.compiler.load_cache_artifacts(blob) + torch.compile(fn) + first call
+  ref_cold   torch >= 2.14's torch.compiler.precompile(fn, *args), under --ref-python
+  ref_load   torch.compiler.precompile.load(code, cache) + first call, under --ref-python
+
+Every time is measured from right after `import torch` (which every system pays alike) to
+the first call's result. Workloads: `tiny_mlp`, Sequential(Linear(64,128), GELU,
+Linear(128,10)) on a 32x64 input under no_grad (for every system), and `train_step`, the same
+MLP's `loss = m(x).pow(2).mean(); loss.backward()`. Bytecode of precompile_nb is cached under
+DIR/work/pycache (PYTHONPYCACHEPREFIX; an installed package has its .pyc), warmed before the
+first measurement. Writes DIR/results.json, DIR/results.md and DIR/profile.txt (cProfile and
+-X importtime of one nb_warm process). Targets: tiny MLP load + first call <= 0.3 s; load +
+first call <= 10% of precompile's cold time on every workload.
+"""
+from __future__ import annotations
+
+import time
+
+T0 = time.perf_counter()
+
+import json  # noqa: E402
+import os  # noqa: E402
+import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+MARK = "@@WARM@@"
+WORKLOADS = ("tiny_mlp", "train_step")
+HEAVY = ("torch._inductor", "torch._inductor.codecache", "torch._inductor.compile_fx",
+         "torch._inductor.async_compile", "torch._inductor.select_algorithm", "torch._dynamo",
+         "sympy", "networkx")
+
+
+# ---- one measurement (the child process) ------------------------------------------------------
+
+
+def _count_processes() -> list[str]:
+    """Record every child process this process starts from now on."""
+    started: list[str] = []
+    popen = subprocess.Popen.__init__
+
+    def counting_popen(self, args, *a, **k):
+        started.append(str(args)[:160])
+        return popen(self, args, *a, **k)
+
+    subprocess.Popen.__init__ = counting_popen
+    for name in ("fork", "posix_spawn", "posix_spawnp", "system"):
+        if hasattr(os, name):
+            def counting(*a, _name=name, _orig=getattr(os, name), **k):
+                started.append(_name)
+                return _orig(*a, **k)
+            setattr(os, name, counting)
+    return started
+
+
+def _workload(name: str):
+    import torch
+    from torch import nn
+
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(64, 128), nn.GELU(), nn.Linear(128, 10))
+    x = torch.randn(32, 64)
+    if name == "tiny_mlp":
+        return (lambda m, x: m(x)), (m, x), True
+
+    def train_step(m, x):
+        loss = m(x).pow(2).mean()
+        loss.backward()
+        return loss
+
+    return train_step, (m, x), False
+
+
+def child(mode: str, name: str, workdir: str) -> dict:
+    import contextlib
+    import warnings
+
+    started = _count_processes()
+    import torch
+
+    t_torch = time.perf_counter()
+    warnings.simplefilter("ignore")
+    fn, args, inference = _workload(name)
+    grad = torch.no_grad() if inference else contextlib.nullcontext()
+    path = lambda f: os.path.join(workdir, f)  # noqa: E731
+    res: dict = {"mode": mode, "torch": torch.__version__,
+                 "import_torch_s": t_torch - T0}
+    profiler = None
+    if os.environ.get("WARM_LOAD_PROFILE"):  # profile the timed region only
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
+    t = time.perf_counter()
+    if mode == "nb_cold":
+        from precompile_nb import precompile
+
+        with grad:
+            code, cache = precompile(fn, *args)
+        res["total_s"] = time.perf_counter() - t
+        open(path("nb.py"), "w").write(code)
+        open(path("nb.cache"), "wb").write(cache)
+    elif mode == "nb_warm":
+        from precompile_nb import precompile
+
+        code, cache = open(path("nb.py")).read(), open(path("nb.cache"), "rb").read()
+        t_import = time.perf_counter()
+        f = precompile.load(code, cache)
+        t_load = time.perf_counter()
+        with grad:
+            out = f(*args)
+        res["total_s"] = time.perf_counter() - t
+        res["import_s"], res["load_s"] = t_import - t, t_load - t_import
+        res["first_call_s"] = res["total_s"] - (t_load - t)
+        res["path"] = f.__precompile_load__.get("path")
+        res["reason"] = f.__precompile_load__.get("reason")
+        res["heavy_imported"] = [m for m in HEAVY if m in sys.modules]
+        res["processes"] = list(started)
+        fn2, args2, _ = _workload(name)  # a fresh model: a training step wrote .grad
+        with grad:
+            res["matches_eager"] = bool(torch.allclose(out, fn2(*args2), atol=1e-5))
+    elif mode in ("tc_cold", "tc_warm"):
+        if mode == "tc_warm":
+            torch.compiler.load_cache_artifacts(open(path("tc.bin"), "rb").read())
+        compiled = torch.compile(fn)
+        with grad:
+            compiled(*args)
+        res["total_s"] = time.perf_counter() - t
+        if mode == "tc_cold":
+            open(path("tc.bin"), "wb").write(torch.compiler.save_cache_artifacts()[0])
+    elif mode in ("ref_cold", "ref_load"):
+        pc = getattr(torch.compiler, "precompile", None)
+        if pc is None:
+            return {"mode": mode, "skipped": f"torch {torch.__version__} has no "
+                    "torch.compiler.precompile"}
+        if mode == "ref_cold":
+            with grad:
+                code, cache = pc(fn, *args)
+            res["total_s"] = time.perf_counter() - t
+            open(path("ref.py"), "w").write(code)
+            open(path("ref.cache"), "wb").write(cache)
+        else:
+            f = pc.load(open(path("ref.py")).read(), open(path("ref.cache"), "rb").read())
+            with grad:
+                f(*args)
+            res["total_s"] = time.perf_counter() - t
+    else:
+        raise SystemExit(f"unknown mode {mode!r}")
+    if profiler is not None:
+        profiler.disable()
+        profiler.dump_stats(os.environ["WARM_LOAD_PROFILE"])
+    return res
+
+
+# ---- the orchestrator --------------------------------------------------------------------------
+
+
+def _env(scratch: str, pycache: str) -> dict:
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=os.path.join(scratch, "inductor"),
+               TRITON_CACHE_DIR=os.path.join(scratch, "triton"), TMPDIR=scratch,
+               OMP_NUM_THREADS="1", PYTHONPYCACHEPREFIX=pycache,
+               PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
+def run_child(python: str, mode: str, name: str, workdir: str, pycache: str,
+              extra: list[str] = (), env: dict | None = None) -> dict:
+    scratch = tempfile.mkdtemp(prefix=f"{mode}_", dir=os.path.join(workdir, "scratch"))
+    cmd = [python, *extra, os.path.abspath(__file__), "--child", mode, name, workdir]
+    r = subprocess.run(cmd, env={**_env(scratch, pycache), **(env or {})},
+                       capture_output=True, text=True, timeout=900)
+    line = next((ln for ln in r.stdout.splitlines() if ln.startswith(MARK)), None)
+    if r.returncode != 0 or line is None:
+        return {"mode": mode, "error": (r.stderr or r.stdout)[-1500:]}
+    out = json.loads(line[len(MARK):])
+    out["stderr"] = r.stderr[-4000:] if extra else ""
+    return out
+
+
+def main(argv: list[str]) -> None:
+    out = argv[argv.index("--out") + 1] if "--out" in argv else "benchmarks/results/cpu_warm_load"
+    ref = argv[argv.index("--ref-python") + 1] if "--ref-python" in argv else None
+    repeats = int(argv[argv.index("--repeats") + 1]) if "--repeats" in argv else 3
+    os.makedirs(out, exist_ok=True)
+    work = tempfile.mkdtemp(prefix="warm_load_")
+    pycache = os.path.join(work, "pycache")
+    subprocess.run([sys.executable, "-c", "import precompile_nb.core.load, precompile_nb.core"],
+                   env=_env(work, pycache), check=True)  # bytecode, as an installed package
+    results: dict = {"python": sys.executable, "ref_python": ref, "repeats": repeats,
+                     "command": "python " + " ".join(["benchmarks/warm_load.py", *argv]),
+                     "workloads": {}}
+    for name in WORKLOADS:
+        wd = os.path.join(work, name)
+        os.makedirs(os.path.join(wd, "scratch"))
+        plan = [("nb_cold", sys.executable, 1), ("tc_cold", sys.executable, 1),
+                ("nb_warm", sys.executable, repeats), ("tc_warm", sys.executable, repeats)]
+        if ref:
+            plan += [("ref_cold", ref, 1), ("ref_load", ref, repeats)]
+        rows: dict = {}
+        for mode, python, n in plan:
+            runs = []
+            for i in range(n):
+                r = run_child(python, mode, name, wd, pycache)
+                print(f"{name:10s} {mode:9s} #{i}: "
+                      + (f"{r['total_s']:.3f} s" if "total_s" in r else
+                         r.get("skipped") or r.get("error", "?")[-300:]), flush=True)
+                runs.append(r)
+            rows[mode] = runs
+        if ref is None:
+            rows["ref_load"] = [{"skipped": "no --ref-python given"}]
+        results["workloads"][name] = summarize(rows)
+        if name == "tiny_mlp":
+            results["profile"] = profile(wd, pycache, os.path.join(out, "profile.txt"))
+    with open(os.path.join(out, "results.json"), "w") as f:
+        json.dump(results, f, indent=1)
+    with open(os.path.join(out, "results.md"), "w") as f:
+        f.write(render(results))
+    print(render(results))
+
+
+def summarize(rows: dict) -> dict:
+    def times(mode):
+        return [r["total_s"] for r in rows.get(mode, []) if "total_s" in r]
+
+    s: dict = {"runs": rows}
+    for mode in rows:
+        t = times(mode)
+        if t:
+            s[mode] = {"min": min(t), "median": statistics.median(t)}
+    warm = s.get("nb_warm", {}).get("median")
+    for other, key in (("tc_warm", "vs_tc_warm"), ("ref_load", "vs_ref_load"),
+                       ("nb_cold", "vs_nb_cold")):
+        if warm and s.get(other):
+            s[key] = warm / s[other]["median"]
+    return s
+
+
+def profile(wd: str, pycache: str, dest: str) -> str:
+    """cProfile of the timed region (after `import torch`) of one nb_warm process, and its
+    -X importtime lines after torch's (everything the timed region imported), to `dest`."""
+    import io
+    import pstats
+
+    prof = os.path.join(wd, "nb_warm.prof")
+    r = run_child(sys.executable, "nb_warm", "tiny_mlp", wd, pycache, ["-X", "importtime"],
+                  env={"WARM_LOAD_PROFILE": prof})
+    text = io.StringIO()
+    text.write(f"# one nb_warm process of tiny_mlp ({r.get('total_s', float('nan')):.3f} s "
+               "timed, profiler on): cProfile of the timed region, top 30 by cumulative time\n")
+    if os.path.exists(prof):
+        pstats.Stats(prof, stream=text).sort_stats("cumulative").print_stats(30)
+    lines = r.get("stderr", "").splitlines()
+    start = next((i for i, ln in enumerate(lines) if ln.endswith("| torch")), len(lines))
+    text.write("# -X importtime: every import after `import torch` (microseconds)\n")
+    text.write("\n".join(ln for ln in lines[start + 1:] if ln.startswith("import time:")))
+    text.write("\n")
+    with open(dest, "w") as f:
+        f.write(text.getvalue())
+    return dest
+
+
+def render(results: dict) -> str:
+    lines = ["# Warm load: fresh process, after `import torch`, to the first result", "",
+             f"Command: `{results['command']}` (repeats: {results['repeats']}; medians, "
+             "min in brackets; every process with empty compiler caches)", "",
+             "| workload | precompile_nb load + first call | torch.compile warm start | "
+             "torch 2.14.1 precompile load | precompile_nb cold | torch.compile cold | "
+             "vs torch.compile warm | vs 2.14.1 load | load / cold precompile | path |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+
+    def cell(s, mode):
+        v = s.get(mode)
+        if v:
+            return f"{v['median']:.3f} s ({v['min']:.3f})"
+        run = (s["runs"].get(mode) or [{}])[0]
+        return run.get("skipped") or ("failed" if "error" in run else "-")
+
+    def ratio(s, key):
+        return f"{s[key]:.3f}" if key in s else "-"
+
+    for name, s in results["workloads"].items():
+        warm = next((r for r in s["runs"].get("nb_warm", []) if "path" in r), {})
+        lines.append(f"| {name} | {cell(s, 'nb_warm')} | {cell(s, 'tc_warm')} | "
+                     f"{cell(s, 'ref_load')} | {cell(s, 'nb_cold')} | {cell(s, 'tc_cold')} | "
+                     f"{ratio(s, 'vs_tc_warm')} | {ratio(s, 'vs_ref_load')} | "
+                     f"{ratio(s, 'vs_nb_cold')} | {warm.get('path')} |")
+    lines += ["", "Targets (CPU): tiny MLP load + first call <= 0.3 s; load + first call <= 10% "
+              "of precompile's cold time on every workload.", ""]
+    for name, s in results["workloads"].items():
+        warm = [r for r in s["runs"].get("nb_warm", []) if "path" in r]
+        if not warm:
+            continue
+        w = warm[0]
+        lines.append(f"- {name}: path `{w['path']}` ({w['reason']}); heavy modules imported: "
+                     f"{w['heavy_imported'] or 'none'}; processes started: "
+                     f"{w['processes'] or 'none'}; matches eager: "
+                     f"{all(r['matches_eager'] for r in warm)}; split of the median run: "
+                     + ", ".join(f"{k} {statistics.median(r[k] for r in warm):.3f} s"
+                                 for k in ("import_s", "load_s", "first_call_s")))
+        if name == "tiny_mlp":
+            lines.append(f"  - tiny MLP <= 0.3 s: "
+                         f"{'met' if s['nb_warm']['median'] <= 0.3 else 'MISSED'}")
+        lines.append(f"  - <= 10% of cold precompile: "
+                     f"{'met' if s.get('vs_nb_cold', 1) <= 0.1 else 'MISSED'}")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    if "--child" in sys.argv:
+        i = sys.argv.index("--child")
+        result = child(*sys.argv[i + 1:i + 4])
+        print(MARK + json.dumps(result), flush=True)
+    else:
+        main(sys.argv[1:])
