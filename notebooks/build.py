@@ -453,6 +453,82 @@ HTML(svg) if svg else print(dot[:2000])"""),
 ]
 
 
+NOTEBOOKS["08_profile_and_diff"] = [
+    ("md", """# Profile a training step, diff two precompiles
+
+`%%precompile --profile` runs the artifact a few times under `torch.profiler` after compiling
+it and says where the step's time goes: each kernel's time is attributed to the graph nodes it
+computes, the nodes to the model's modules, forward and backward apart. The same modules are
+timed eagerly (forward hooks around the plain function) for the before/after. Time outside
+every kernel (the artifact's input checks, buffer allocation, gradient accumulation into
+`.grad`) is its own *(unattributed)* row, so the rows always sum to the step.
+
+Timings vary from run to run: the cells below print only facts that do not."""),
+    ("code", SETUP),
+    ("code", """device = "cuda" if torch.cuda.is_available() else "cpu"   # Triton kernels on a GPU
+
+
+def make_model(width):
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(32, width), nn.GELU(), nn.Linear(width, 10)).to(device)
+
+
+model = make_model(64)
+x = torch.randn(64, 32, device=device)
+y = torch.randint(0, 10, (64,), device=device)"""),
+    ("code", """# NBVAL_IGNORE_OUTPUT
+%%precompile --out narrow --profile 10
+def train_step(model, x, y):
+    loss = nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    return loss.detach()"""),
+    ("md", """The profile is plain data in the report (`narrow.report["profile"]`): per module,
+per kernel, and `node_seconds` (graph node → seconds per step) for coloring the graph."""),
+    ("code", """# NBVAL_CHECK_OUTPUT
+import math
+prof = narrow.report["profile"]
+print("modules with forward time: ", sorted(m["module"] for m in prof["modules"]
+                                            if m["forward_seconds"] > 0))
+print("modules with backward time:", sorted(m["module"] for m in prof["modules"]
+                                            if m["backward_seconds"] > 0))
+print("last row:", prof["modules"][-1]["module"])
+print("rows sum to the step:", math.isclose(sum(m["seconds"] for m in prof["modules"]),
+                                            prof["step_seconds"]))
+print("every kernel ran in the step:", all(k["calls"] >= 1 for k in prof["kernels"]))
+print("graph nodes with time:", len(prof["node_seconds"]) > 0)"""),
+    ("md", """Profile again later, on other inputs or with more steps; the result is the same
+Profile view. Which modules did compiling make faster than eager?"""),
+    ("code", """# NBVAL_IGNORE_OUTPUT
+p = narrow.profile(model, x, y, steps=20)
+for m in p.data.modules:
+    if m.eager_forward_seconds:
+        print(f"{m.module:10s} forward {m.forward_seconds * 1e6:8.1f} us   "
+              f"eager {m.eager_forward_seconds * 1e6:8.1f} us")
+p"""),
+    ("md", """## What changed between two precompiles
+
+Make the model twice as wide and precompile the same step again. `%precompile_diff a b`
+(or `a.diff(b)`) compares the two results: the calling convention, graph nodes added, removed
+or changed (matched by name and op), op and kernel counts, fusions, cache size, stage times,
+and the `python_code` text as a unified diff."""),
+    ("code", """model = make_model(128)"""),
+    ("code", """%%precompile --out wide --quiet
+def train_step(model, x, y):
+    loss = nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    return loss.detach()"""),
+    ("code", """# NBVAL_IGNORE_OUTPUT
+%precompile_diff narrow wide"""),
+    ("code", """# NBVAL_CHECK_OUTPUT
+d = narrow.diff(wide).data
+for c in d.inputs:
+    print(c.where, c.change, c.fields)
+print("nodes added/removed:", len(d.nodes_added), len(d.nodes_removed))
+print("nodes whose shape changed:", sum("shape" in n.fields for n in d.nodes_changed))
+print("python_code differs:", bool(d.code_diff))
+print("a result against itself:", narrow.diff(narrow).same)"""),
+]
+
 _TAGS = {"# NBVAL_CHECK_OUTPUT": "nbval-check-output",
          "# NBVAL_RAISES_EXCEPTION": "raises-exception",
          "# NBVAL_IGNORE_OUTPUT": "nbval-ignore-output"}

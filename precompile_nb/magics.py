@@ -22,11 +22,11 @@ import traceback
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, cell_magic, magics_class
+from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
 
@@ -38,8 +38,12 @@ from .core.schemas import Artifact
 from .viewers.explorer import render_violation_html
 from .viewers.html import render_report_html, render_report_page, summary_text
 
-__all__ = ["PrecompileMagics", "PrecompileResult", "load_ipython_extension",
-           "unload_ipython_extension"]
+if TYPE_CHECKING:
+    from .core.diff import ReportDiff
+    from .core.profile import Profile
+
+__all__ = ["PrecompileMagics", "PrecompileResult", "PrecompileDiff", "PrecompileProfile",
+           "load_ipython_extension", "unload_ipython_extension"]
 
 _MISSING = object()
 _SHOWN = "_precompile_nb_explorer_shown"  # set on an error whose explorer the magic showed
@@ -80,6 +84,39 @@ class PrecompileResult:
         """The report as a full offline HTML page (save it, attach it to an email)."""
         return render_report_page(self.report)
 
+    def diff(self, other: PrecompileResult, *,
+             names: tuple[str, str] | None = None) -> PrecompileDiff:
+        """What changed from this result to `other`: calling convention, graph nodes, kernels,
+        cache size, stage times and the python_code text (see precompile_nb.core.diff).
+
+        >>> d = narrow.diff(wide)  # doctest: +SKIP
+        >>> d.data.nodes_changed, d.data.code_diff[:3]  # doctest: +SKIP
+        """
+        from .core.diff import diff_reports
+
+        if not isinstance(other, PrecompileResult):
+            raise TypeError(f"diff: compare with another PrecompileResult (%%precompile --out), "
+                            f"got {type(other).__name__}")
+        if names is None:
+            names = (self.name, other.name) if self.name != other.name else ("before", "after")
+        return PrecompileDiff(diff_reports(self.report, other.report, names=names))
+
+    def profile(self, *inputs: Any, steps: int = 10, eager: bool = True) -> PrecompileProfile:
+        """Run the artifact `steps` times on `inputs` under torch.profiler and attribute its
+        time to graph nodes and modules, forward and backward apart; with `eager`, each
+        module's eager forward is timed too (see precompile_nb.core.profile). Gradients and
+        buffers of the models passed are restored afterwards. The profile also goes into the
+        report (report["profile"]).
+
+        >>> r.profile(model, x, steps=20)  # doctest: +SKIP
+        """
+        from .core.profile import profile_artifact
+
+        plain = getattr(self.fn, "__wrapped__", None) if eager else None
+        prof = profile_artifact(self.fn, self.report, inputs, steps=steps, eager=plain)
+        self.report["profile"] = prof.to_data()
+        return PrecompileProfile(prof)
+
     def _repr_html_(self) -> str:
         return render_report_html(self.report)
 
@@ -88,6 +125,43 @@ class PrecompileResult:
 
     def __repr__(self) -> str:
         return f"<PrecompileResult {self.name}: {summary_text(self.report)}>"
+
+
+class PrecompileDiff:
+    """What result.diff(other) and %precompile_diff return: `data` (a ReportDiff), shown as
+    HTML in a notebook."""
+
+    def __init__(self, data: ReportDiff) -> None:
+        self.data = data
+
+    @property
+    def same(self) -> bool:
+        return bool(self.data.same)
+
+    def _repr_html_(self) -> str:
+        from .viewers.diff import render_diff_html
+
+        return render_diff_html(self.data.to_data())
+
+    def __repr__(self) -> str:
+        return f"<PrecompileDiff {self.data.summary()}>"
+
+
+class PrecompileProfile:
+    """What result.profile(...) returns: `data` (a core.profile.Profile), shown as HTML."""
+
+    def __init__(self, data: Profile) -> None:
+        self.data = data
+
+    def _repr_html_(self) -> str:
+        from .viewers.profile import render_profile_html
+
+        return render_profile_html(self.data.to_data())
+
+    def __repr__(self) -> str:
+        from .viewers.profile import profile_text
+
+        return profile_text(self.data.to_data())
 
 
 def show_report(report: dict[str, Any]) -> None:
@@ -241,6 +315,10 @@ class PrecompileMagics(Magics):
                                            "to_html(), report) as VAR")
     @argument("--save", metavar="DIR", help="write NAME.py and NAME.cache into DIR")
     @argument("--quiet", action="store_true", help="do not show progress or the report")
+    @argument("--profile", nargs="?", const=10, type=int, metavar="STEPS",
+              help="after compiling, run the artifact STEPS times (default 10) on the example "
+                   "inputs under torch.profiler and show time per module and kernel, beside "
+                   "each module's eager forward (result.profile(...) does the same later)")
     @argument("--check", action="store_true",
               help="dry run: report every problem (all invariants) without compiling; binds "
                    "nothing but --out VAR (the CheckReport)")
@@ -256,6 +334,9 @@ class PrecompileMagics(Magics):
         args = parse_argstring(self.precompile, line)
         _identifier("--name", args.name)
         _identifier("--out", args.out)
+        if args.profile is not None and args.profile < 1:
+            raise UsageError(f"%%precompile: --profile takes a number of steps >= 1, got "
+                             f"{args.profile}")
         marks = _parse_dynamic(args.dynamic)
         code = self.shell.transform_cell(cell)  # IPython syntax inside the cell
         filename = self.shell.compile.cache(code, self.shell.execution_count, raw_code=cell)
@@ -268,7 +349,7 @@ class PrecompileMagics(Magics):
             if args.check:
                 self._check(ns[fn_name], fn_name, args, marks)
                 return
-            self._precompile(ns[fn_name], fn_name, args, marks)
+            result, inputs = self._precompile(ns[fn_name], fn_name, args, marks)
         except BaseException:
             # a failed cell leaves the names it would have bound as they were
             if previous is _MISSING:
@@ -276,6 +357,10 @@ class PrecompileMagics(Magics):
             else:
                 ns[fn_name] = previous
             raise
+        if args.profile is not None:  # after the names are bound: a failure here keeps them
+            shown = result.profile(*inputs, steps=args.profile)
+            if not args.quiet:
+                display(shown)
 
     def _check(self, fn: Callable, fn_name: str, args: Any,
                marks: list[tuple[str, int]]) -> None:
@@ -297,7 +382,7 @@ class PrecompileMagics(Magics):
                     raw=True)
 
     def _precompile(self, fn: Callable, fn_name: str, args: Any,
-                    marks: list[tuple[str, int]]) -> None:
+                    marks: list[tuple[str, int]]) -> tuple[PrecompileResult, list[Any]]:
         ns = self.shell.user_ns
         arg_names, inputs = _example_inputs(ns, fn, fn_name, args.names)
         inputs = _mark_dynamic(marks, arg_names, args.names, inputs)
@@ -332,6 +417,7 @@ class PrecompileMagics(Magics):
         self._remember_graph(forward, report)
         if not args.quiet:
             show_report(report)
+        return result, inputs
 
     @staticmethod
     def _build_and_load(fn: Callable, inputs: list[Any], args: Any,
@@ -360,6 +446,32 @@ class PrecompileMagics(Magics):
         if progress:
             progress.finish()
         return art, forward, load_seconds
+
+    @line_magic("precompile_diff")
+    def precompile_diff(self, line: str) -> PrecompileDiff:
+        """%precompile_diff A B: what changed from the PrecompileResult A to B (both bound by
+        %%precompile --out): calling convention, graph nodes, kernels, cache size, stage times
+        and the python_code text diff. Returns the diff (shown when it is the cell's last
+        line)."""
+        names = line.split()
+        if len(names) != 2:
+            raise UsageError("%precompile_diff takes two names of PrecompileResults "
+                             "(%%precompile --out VAR), e.g. %precompile_diff r1 r2; "
+                             f"got {line!r}")
+        ns = self.shell.user_ns
+        results = []
+        for var in names:
+            value = ns.get(var, _MISSING)
+            if not isinstance(value, PrecompileResult):
+                have = sorted(k for k, v in ns.items()
+                              if isinstance(v, PrecompileResult) and not k.startswith("_"))
+                what = ("is not defined" if value is _MISSING
+                        else f"is a {type(value).__name__}")
+                raise UsageError(f"%precompile_diff: '{var}' {what}, not a PrecompileResult "
+                                 "(bind one with %%precompile --out VAR); results in the "
+                                 f"notebook: {', '.join(have) or 'none'}")
+            results.append(value)
+        return results[0].diff(results[1], names=(names[0], names[1]))
 
     def _remember_graph(self, forward: Callable, report: dict[str, Any]) -> None:
         filename = getattr(getattr(forward, "__code__", None), "co_filename", None)
@@ -406,5 +518,6 @@ def unload_ipython_extension(ip: Any) -> None:
     mm = ip.magics_manager
     magics = mm.registry.pop(PrecompileMagics.__name__, None)
     mm.magics["cell"].pop("precompile", None)
+    mm.magics["line"].pop("precompile_diff", None)
     if magics is not None and PrecompileError in ip.custom_exceptions:
         ip.set_custom_exc((), None)

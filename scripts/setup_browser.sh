@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install what tests/browser needs, where this machine allows it:
 #   - Debian `chromium` (the browser Playwright drives; `playwright install` downloads are not
-#     used) and `graphviz` (the `dot` binary, so the Graph tab is a static SVG),
+#     used) and `graphviz` (optional: `dot` draws the Graph tab's first picture as a static
+#     SVG for viewers that run no scripts; without it the page lays the graph out itself),
 #     via apt-get when missing, apt-get exists and we are root;
 #   - `playwright` and `jupyterlab` into the environment of the given python.
 # Usage: scripts/setup_browser.sh [PYTHON]   (default: .venv/bin/python)
@@ -32,7 +33,7 @@ if [ ${#missing_debs[@]} -gt 0 ]; then
            && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
               "${missing_debs[@]}" fonts-dejavu-core >/dev/null; }; then
       say "WARNING: apt-get could not install ${missing_debs[*]}: the browser tests skip" \
-          "(no chromium) or check the DOT text fallback (no graphviz)"
+          "(no chromium), or the dot tests skip (no graphviz)"
     fi
   else
     say "WARNING: ${missing_debs[*]} missing and cannot be installed here (needs root and" \

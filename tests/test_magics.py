@@ -57,7 +57,7 @@ def test_magic_help_lists_every_option(ip):
     doc = ip.find_cell_magic("precompile").__doc__
     assert "%%precompile [--backend {inductor,eager}]" in doc
     for option in ("--dynamic ARG:DIM[=LO..HI][,...]", "--name N", "--out VAR", "--save DIR",
-                   "--quiet", "NAME"):
+                   "--quiet", "--profile [STEPS]", "NAME"):
         assert option in doc
 
 
@@ -362,3 +362,72 @@ def test_compiler_warnings_go_into_the_report_not_into_the_progress_line(ip, sho
     assert r.report["warnings"] == ["UserWarning: a note from the compiler"]
     assert "a note from the compiler" not in capsys.readouterr().err
     assert "Compiler warnings" in r.to_html() and "a note from the compiler" in r.to_html()
+
+
+# ---- diff and profile ---------------------------------------------------------------------
+
+STEP = ("def step(model, x):\n    loss = model(x).pow(2).mean()\n    loss.backward()\n"
+        "    return loss.detach()\n")
+
+
+def test_precompile_diff_compares_two_results_by_name(ip):
+    ip.run_cell_magic("precompile", "--backend eager --out narrow --quiet", FORWARD)
+    ip.run_cell("model = torch.nn.Linear(4, 5)")
+    ip.run_cell_magic("precompile", "--backend eager --out wide --quiet", FORWARD)
+    d = ip.run_line_magic("precompile_diff", "narrow wide")
+    assert not d.same
+    assert {c.where: c.fields for c in d.data.inputs} == {"model.weight": ("shape",),
+                                                         "model.bias": ("shape",)}
+    assert d.data.code_diff[:2] == ("--- narrow.py", "+++ wide.py")
+    page = d._repr_html_()
+    assert "diff <code>narrow</code> → <code>wide</code>" in page
+    assert repr(d).startswith("<PrecompileDiff narrow -> wide: 2 input(s) differ")
+    # the same result against itself: nothing to show
+    same = ip.user_ns["narrow"].diff(ip.user_ns["narrow"])
+    assert same.same and same.data.code_diff == ()
+
+
+def test_precompile_diff_of_something_else_is_a_usage_error_naming_the_results(ip):
+    ip.run_cell_magic("precompile", "--backend eager --out r --quiet", FORWARD)
+    with pytest.raises(UsageError, match="'x' is a Tensor, not a PrecompileResult .*: r$"):
+        ip.run_line_magic("precompile_diff", "r x")
+    with pytest.raises(UsageError, match="'nope' is not defined"):
+        ip.run_line_magic("precompile_diff", "r nope")
+    with pytest.raises(UsageError, match="takes two names"):
+        ip.run_line_magic("precompile_diff", "r")
+
+
+def test_profile_option_shows_time_per_module_after_the_report(ip, shown):
+    ip.run_cell("model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), "
+                "torch.nn.Linear(8, 2))")
+    ip.run_cell_magic("precompile", "--backend eager --out r --profile 2", STEP)
+    r = ip.user_ns["r"]
+    profile = r.report["profile"]
+    modules = {m["module"]: m for m in profile["modules"]}
+    assert modules["model.0"]["forward_seconds"] > 0 and modules["model.2"]["forward_seconds"] > 0
+    assert any(m["backward_seconds"] > 0 for m in profile["modules"])
+    assert modules["(unattributed)"] == profile["modules"][-1]
+    assert sum(m["seconds"] for m in profile["modules"]) == pytest.approx(
+        profile["step_seconds"])
+    assert modules["model.0"]["eager_forward_seconds"] > 0  # beside the eager forward
+    html_out = shown[-1]["text/html"]
+    assert "profile of <code>step</code>" in html_out and "(unattributed)" in html_out
+    assert shown[-1]["text/plain"] == ("<Profile step on cpu: 2 step(s), "
+                                       f"{len(profile['kernels'])} kernel(s), 3 module(s)>")
+    # the model's gradients are as the cell left them: profiling ran the step for real
+    assert all(p.grad is None for p in ip.user_ns["model"].parameters())
+
+
+def test_profile_option_with_zero_steps_is_a_usage_error(ip):
+    with pytest.raises(UsageError, match="--profile takes a number of steps >= 1, got 0"):
+        ip.run_cell_magic("precompile", "--backend eager --profile 0", FORWARD)
+
+
+def test_result_profile_runs_later_on_other_inputs(ip):
+    ip.run_cell_magic("precompile", "--backend eager --out r --quiet", FORWARD)
+    r, model = ip.user_ns["r"], ip.user_ns["model"]
+    p = r.profile(model, torch.randn(2, 4), steps=2, eager=False)
+    assert p.data.steps == 2 and p.data.eager_step_seconds is None
+    assert {m.module for m in p.data.modules} == {"model", "(unattributed)"}
+    assert "profile of <code>f</code>" in p._repr_html_()
+    assert r.report["profile"]["steps"] == 2

@@ -2,9 +2,11 @@
 source with line anchors, and the Graph block. Plain data in, HTML text out."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import html
 import json
+from importlib import resources
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -12,12 +14,7 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
 
-from .graph import ROLE_COLORS, GraphView
-
-# Where the browser fetches Graphviz-in-WebAssembly when no static SVG was made
-# (see Note [graph without dot]).
-WASM_GRAPHVIZ_URL = "https://cdn.jsdelivr.net/npm/@hpcc-js/wasm@2/dist/index.js"
-
+from .graph import ROLE_COLORS, GraphView, node_label, node_tooltip, short_target
 
 def esc(v: Any) -> str:
     """Any value as HTML-escaped text (every user string goes through here)."""
@@ -86,16 +83,73 @@ def highlighted_source(code: str, anchor: str, *, hl_lines: Iterable[int] = (),
 
 # Note [graph without dot]
 # ~~~~~~~~~~~~~~~~~~~~~~~~
-# With the `dot` binary the Graph tab embeds a static SVG (works offline, in emails, on
-# GitHub). Without it, the DOT text is embedded and a <script type="module"> imports
-# @hpcc-js/wasm (Graphviz compiled to WebAssembly) from a CDN to lay it out in the browser;
-# that only happens when the page is opened in a browser with network access and scripts
-# allowed. The DOT text is always in a <details> below the picture, so nothing is lost when
-# neither works, and the page says which path was taken.
+# The Graph tab draws in the browser with Graphviz compiled to WebAssembly: Viz.js's
+# standalone build (static/viz-global.js, wasm inlined, MIT; Graphviz itself EPL-1.0, see
+# static/LICENSE-viz-js.txt), inlined in the output, so a saved page, an nbconvert export and a
+# JupyterLab output need neither `dot` nor a network. The ~1.3 MB script is inlined once per
+# output and evaluated once per page (window.__pcnbViz), whatever the number of graphs. The
+# explorer script (static/graph_explorer.js, window.__pcnbGX) builds DOT from the nodes again
+# whenever a module is opened or closed, so the kernel is never asked to redraw. When `dot` is
+# installed its SVG is still embedded as the first picture: GitHub, email clients and other
+# viewers that run no script then show the graph too (search and the links need the script).
+# The DOT text is always in a <details> below the picture.
 
-def graph_block(view: GraphView, uid: str, *, node_budget: int) -> str:
-    """The picture (SVG, or DOT laid out in the browser), its statistics, the legend and the
-    DOT text. See Note [graph without dot]."""
+STATIC = "static"
+# where graph_block wants the scripts; wrap() puts them at the first and drops the others, so
+# that an output holding two graphs (a report and its violation) carries them once
+GRAPH_SCRIPTS_MARK = "<!--pcnb-graph-scripts-->"
+
+
+@functools.lru_cache(maxsize=None)
+def static_text(name: str) -> str:
+    """A file vendored in precompile_nb/viewers/static/ (package data)."""
+    return (resources.files(__package__) / STATIC / name).read_text(encoding="utf-8")
+
+
+def graph_scripts() -> str:
+    """The in-browser Graphviz and the explorer, each evaluated once per page.
+    See Note [graph without dot]."""
+    viz = static_text("viz-global.js")
+    return (
+        "<script>/* Viz.js 3.31.0 (MIT; Graphviz EPL-1.0, Expat MIT), vendored in "
+        "precompile_nb/viewers/static: evaluated once per page */\n"
+        "if (!window.__pcnbViz) { (function (define, exports, module) { var prev = window.Viz;\n"
+        + viz +
+        "\nwindow.__pcnbViz = window.Viz; window.Viz = prev; }).call(window); }\n</script>"
+        f"<script>{static_text('graph_explorer.js')}</script>")
+
+
+def _json_script(data: Any, cls: str) -> str:
+    # "<" escaped: no "</script>" or "<!--" can end the element early
+    text = json.dumps(data, separators=(",", ":")).replace("<", "\\u003c")
+    return f'<script type="application/json" class="{cls}">{text}</script>'
+
+
+def _explorer_data(view: GraphView, kernels: Sequence[dict[str, Any]],
+                   node_budget: int) -> dict[str, Any]:
+    nodes = [{"name": str(n.get("name")), "target": short_target(n),
+              "shape": ("[" + ", ".join(str(d) for d in n["shape"]) + "]"
+                        if n.get("shape") is not None else ""),
+              "dtype": n.get("dtype") or "", "role": n.get("role") or "",
+              "module": n.get("module") or "", "stack": n.get("stack") or "",
+              "args": [str(a) for a in n.get("args") or ()],
+              "label": node_label(n), "tooltip": node_tooltip(n),
+              "fill": n.get("fill") or ""} for n in view.nodes]
+    return {"nodes": nodes, "kernels": list(kernels), "opened": list(view.opened),
+            "budget": node_budget, "colors": ROLE_COLORS}
+
+
+def graph_block(view: GraphView, uid: str, *, node_budget: int,
+                kernels: Sequence[dict[str, Any]] = ()) -> str:
+    """The picture, a search box, the side panel (a node's kernels, a kernel's nodes), the
+    statistics, the legend and the DOT text. `kernels` are {name, kind, line, nodes, anchor,
+    src} records (anchor: the id of its line in the Source tab, or None). See Note [graph
+    without dot].
+
+    >>> from precompile_nb.viewers.graph import graph_view
+    >>> "pcnb-gx-data" in graph_block(graph_view([], svg=False), "g", node_budget=10)
+    True
+    """
     stats = [f"{view.total_nodes} nodes in the graph, {view.drawn_nodes} drawn"]
     if view.collapsed:
         stats.append(f"{len(view.collapsed)} module(s) collapsed to stay under the budget of "
@@ -107,17 +161,33 @@ def graph_block(view: GraphView, uid: str, *, node_budget: int) -> str:
     if view.layout_seconds is not None:
         stats.append(f"laid out by dot in {human_seconds(view.layout_seconds)}")
     parts = [f'<p class="pcnb-muted pcnb-graph-stats">{esc("; ".join(stats))}</p>', _legend()]
+    picture = ""
     if view.svg is not None:
         # dot numbers its ids node1, edge1, ... in every SVG: scope them to this picture
-        svg = view.svg.replace(' id="', f' id="{uid}-')
-        parts.append(f'<div class="pcnb-svg">{svg}</div>')
+        picture = view.svg.replace(' id="', f' id="{uid}-')
     else:
-        parts.append(
-            f'<p class="pcnb-muted">{esc(view.note or "no static picture")}. The picture below '
-            "is laid out in your browser by Graphviz-WebAssembly when this page is opened with "
-            "network access; the DOT text is below either way.</p>"
-            f'<div class="pcnb-svg pcnb-wasm" id="{uid}-gv"></div>'
-            + _wasm_script(uid))
+        parts.append(f'<p class="pcnb-muted pcnb-gx-note">{esc(view.note or "no static picture")}'
+                     ". The graph is laid out here by the Graphviz bundled in this page "
+                     "(WebAssembly, no network); if scripts do not run, read the DOT text "
+                     "below.</p>")
+    help_text = ("click a node for its kernels and source lines, a kernel to outline its "
+                 "nodes; click a grey module box to open it, a dashed cluster to close it")
+    parts.append(
+        f'<div class="pcnb-gx" id="{uid}-gx">'
+        '<div class="pcnb-gx-bar"><input type="search" class="pcnb-gx-q" '
+        'placeholder="search: op, node, module, shape, kernel" aria-label="search the graph">'
+        '<button type="button" data-pcnb-act="collapse-all">collapse all</button>'
+        '<button type="button" data-pcnb-act="reset">reset</button>'
+        f'<span class="pcnb-muted pcnb-gx-status">{esc(help_text)}</span></div>'
+        '<div class="pcnb-gx-main">'
+        f'<div class="pcnb-svg pcnb-gx-picture" id="{uid}-gv">{picture}</div>'
+        '<div class="pcnb-gx-side"></div></div>'
+        + _json_script(_explorer_data(view, kernels, node_budget), "pcnb-gx-data")
+        + GRAPH_SCRIPTS_MARK
+        + "<script>(function (s) { var root = (s && s.closest && s.closest('.pcnb-gx')) || "
+          f"document.getElementById({json.dumps(uid + '-gx')}); "
+          "if (window.__pcnbGX && root) window.__pcnbGX.wire(root); })"
+          "(document.currentScript);</script></div>")
     if view.collapsed:
         rows = [(esc(p), str(k)) for p, k in view.collapsed]
         parts.append("<details><summary>Collapsed modules</summary>"
@@ -134,27 +204,12 @@ def _legend() -> str:
             "highlighted</span></p>")
 
 
-def _wasm_script(uid: str) -> str:
-    ids = json.dumps({"host": f"{uid}-gv", "dot": f"{uid}-dot"})
-    return (
-        '<script type="module">\n'
-        "// Graphviz compiled to WebAssembly (@hpcc-js/wasm), fetched from a CDN only when this\n"
-        "// page is opened in a browser with network access; the DOT text stays the fallback.\n"
-        f"const ids = {ids};\n"
-        "const host = document.getElementById(ids.host);\n"
-        "const src = document.getElementById(ids.dot);\n"
-        "if (host && src) {\n"
-        f'  import("{WASM_GRAPHVIZ_URL}")\n'
-        "    .then((m) => m.Graphviz.load())\n"
-        '    .then((gv) => { host.innerHTML = gv.layout(src.textContent, "svg", "dot"); })\n'
-        "    .catch((e) => { host.textContent = 'Graphviz-WebAssembly did not load (' + e +\n"
-        "                    '): read the DOT source below.'; });\n"
-        "}\n"
-        "</script>")
-
-
 def wrap(inner: str, uid: str) -> str:
-    """One self-contained fragment: its stylesheet and its content under div.pcnb."""
+    """One self-contained fragment: its stylesheet and its content under div.pcnb, with the
+    graph scripts once if it holds a graph (Note [graph without dot])."""
+    if GRAPH_SCRIPTS_MARK in inner:
+        inner = inner.replace(GRAPH_SCRIPTS_MARK, graph_scripts(), 1)
+        inner = inner.replace(GRAPH_SCRIPTS_MARK, "")
     return f'<div class="pcnb" id="{uid}"><style>{CSS}</style>{inner}</div>'
 
 
@@ -240,7 +295,8 @@ div.pcnb pre { font-size: 12px; }
 .pcnb .pcnb-tin-source:checked ~ .pcnb-p-source,
 .pcnb .pcnb-tin-graph:checked ~ .pcnb-p-graph,
 .pcnb .pcnb-tin-kernels:checked ~ .pcnb-p-kernels,
-.pcnb .pcnb-tin-invariants:checked ~ .pcnb-p-invariants { display: block; }
+.pcnb .pcnb-tin-invariants:checked ~ .pcnb-p-invariants,
+.pcnb .pcnb-tin-profile:checked ~ .pcnb-p-profile { display: block; }
 .pcnb .pcnb-jumps { margin: 0 0 6px 0; }
 .pcnb .pcnb-jumps a { margin-right: 10px; white-space: nowrap; }
 .pcnb .pcnb-src { max-height: 70vh; overflow: auto; border: 1px solid var(--pcnb-border); }
@@ -286,4 +342,24 @@ div.pcnb pre { font-size: 12px; }
   border: 2px solid var(--pcnb-border); border-top-color: var(--pcnb-accent);
   animation: pcnb-spin 0.8s linear infinite; vertical-align: -1px; }
 @keyframes pcnb-spin { to { transform: rotate(360deg); } }
+.pcnb .pcnb-gx-bar { display: flex; gap: 6px; align-items: center; margin: 4px 0; }
+.pcnb .pcnb-gx-bar input { width: 22em; padding: 2px 6px; color: var(--pcnb-fg);
+  background: var(--pcnb-bg); border: 1px solid var(--pcnb-border); border-radius: 4px; }
+.pcnb .pcnb-gx-bar button { padding: 1px 8px; color: var(--pcnb-fg); background: var(--pcnb-bg2);
+  border: 1px solid var(--pcnb-border); border-radius: 4px; cursor: pointer; }
+.pcnb .pcnb-gx-main { display: flex; gap: 8px; align-items: flex-start; }
+.pcnb .pcnb-gx-picture { flex: 1 1 auto; min-width: 0; }
+.pcnb .pcnb-gx-side { flex: 0 0 300px; max-height: 80vh; overflow: auto; font-size: 12px;
+  border: 1px solid var(--pcnb-border); border-radius: 4px; padding: 4px 8px; }
+.pcnb .pcnb-gx-side:empty { display: none; }
+.pcnb .pcnb-gx-side ul { margin: 2px 0; padding-left: 16px; }
+.pcnb .pcnb-gx-side pre { max-height: 30vh; overflow: auto; background: var(--pcnb-bg2);
+  white-space: pre; padding: 4px; }
+.pcnb svg.pcnb-gx-searching g.node:not(.pcnb-gx-match):not(.pcnb-gx-match-in) { opacity: 0.3; }
+.pcnb g.pcnb-gx-match path, .pcnb g.pcnb-gx-match polygon,
+.pcnb g.pcnb-gx-match-in path, .pcnb g.pcnb-gx-match-in polygon
+  { stroke: #2563eb; stroke-width: 3px; }
+.pcnb g.pcnb-gx-mark path, .pcnb g.pcnb-gx-mark polygon,
+.pcnb g.pcnb-gx-mark-in path, .pcnb g.pcnb-gx-mark-in polygon
+  { stroke: #dc2626; stroke-width: 4px; }
 """)

@@ -19,8 +19,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ROLE_COLORS", "GraphView", "graph_to_dot", "graph_view", "module_paths",
-           "render_svg"]
+__all__ = ["ROLE_COLORS", "GraphView", "graph_to_dot", "graph_view", "heat_fills", "module_paths",
+           "render_svg", "node_label", "node_tooltip"]
 
 # fill colors per node role; dark text on them stays readable in light and dark themes
 # because the picture keeps its own white background
@@ -76,6 +76,8 @@ class GraphView:
     dot_seconds: float  # building the DOT text
     layout_seconds: float | None  # running dot; None when it did not run
     note: str | None = None  # why there is no SVG (no dot binary, layout timed out)
+    opened: tuple[str, ...] = ()  # module paths drawn open (as clusters)
+    nodes: tuple[dict[str, Any], ...] = ()  # the graph's nodes, for the browser's explorer
 
 
 def _split_path(path: str) -> list[str]:
@@ -181,7 +183,8 @@ def short_target(node: dict[str, Any]) -> str:
     return t[: -len(".default")] if t.endswith(".default") else t
 
 
-def _label(node: dict[str, Any]) -> str:
+def node_label(node: dict[str, Any]) -> str:
+    """A node's label in the picture: its op, then its shape and dtype."""
     label = short_target(node)
     shape, dtype = node.get("shape"), node.get("dtype")
     if shape is not None or dtype:
@@ -196,6 +199,27 @@ def _cluster_id(k: int, path: str) -> str:
 
 def _group_id(path: str) -> str:
     return _q("module:" + path)
+
+
+def _fill(n: dict[str, Any]) -> str:
+    """A node's own "fill" (the Profile tab colours nodes by time), else its role's colour."""
+    return str(n.get("fill") or ROLE_COLORS.get(n.get("role", ""), _UNKNOWN_COLOR))
+
+
+def heat_fills(seconds: dict[str, float]) -> dict[str, str]:
+    """Node name -> a colour from white (no time) to red (the slowest node), for a graph
+    coloured by time.
+
+    >>> heat_fills({"a": 2.0, "b": 1.0, "c": 0.0})
+    {'a': '#dc2626', 'b': '#ee9292', 'c': '#ffffff'}
+    """
+    top = max(seconds.values(), default=0.0)
+    out = {}
+    for name, s in seconds.items():
+        f = max(0.0, min(1.0, s / top)) if top > 0 else 0.0
+        rgb = [round(255 + (c - 255) * f) for c in (0xdc, 0x26, 0x26)]
+        out[name] = "#" + "".join(f"{c:02x}" for c in rgb)
+    return out
 
 
 def graph_to_dot(nodes: Sequence[dict[str, Any]], *, node_budget: int = 400,
@@ -215,7 +239,7 @@ def graph_to_dot(nodes: Sequence[dict[str, Any]], *, node_budget: int = 400,
 
 
 def _build(nodes: Sequence[dict[str, Any]], node_budget: int, expand: set[str],
-           highlight: set[str]) -> tuple[str, int, tuple[tuple[str, int], ...]]:
+           highlight: set[str]) -> tuple[str, int, tuple[tuple[str, int], ...], set[str]]:
     tree = _Tree(nodes)
     forced = set(expand) | {n.get("module") or "" for n in nodes if n.get("name") in highlight}
     opened = _plan(tree, len(nodes), node_budget, forced - {""})
@@ -243,9 +267,9 @@ def _build(nodes: Sequence[dict[str, Any]], node_budget: int, expand: set[str],
     def write(path: str, indent: str) -> None:
         nonlocal drawn, clusters
         for n in tree.direct[path]:
-            attrs = [f"label={_q(_label(n))}",
-                     f'fillcolor="{ROLE_COLORS.get(n.get("role", ""), _UNKNOWN_COLOR)}"',
-                     f"tooltip={_q(_tooltip(n))}"]
+            attrs = [f"label={_q(node_label(n))}",
+                     f'fillcolor="{_fill(n)}"',
+                     f"tooltip={_q(node_tooltip(n))}"]
             if n.get("name") in highlight:
                 attrs.append(_HIGHLIGHT)
             lines.append(f"{indent}{rep[str(n['name'])]} [{', '.join(attrs)}];")
@@ -283,10 +307,12 @@ def _build(nodes: Sequence[dict[str, Any]], node_budget: int, expand: set[str],
         else:
             lines.append(f"  {src} -> {dst};")
     lines.append("}")
-    return "\n".join(lines) + "\n", drawn, tuple(collapsed)
+    shown = {p for p in opened if all(q in opened for q in _split_path(p))} - {""}
+    return "\n".join(lines) + "\n", drawn, tuple(collapsed), shown
 
 
-def _tooltip(n: dict[str, Any]) -> str:
+def node_tooltip(n: dict[str, Any]) -> str:
+    """A node's tooltip: name, role, target, module, user source line."""
     parts = [f"{n.get('name')} ({n.get('role', '?')})", str(n.get("target", ""))]
     if n.get("module"):
         parts.append(f"module {n['module']}")
@@ -328,7 +354,7 @@ def graph_view(nodes: Sequence[dict[str, Any]], *, node_budget: int = 400,
     0
     """
     t0 = time.perf_counter()
-    dot, drawn, collapsed = _build(nodes, node_budget, set(expand), set(highlight))
+    dot, drawn, collapsed, opened = _build(nodes, node_budget, set(expand), set(highlight))
     t1 = time.perf_counter()
     picture, note = None, None
     if svg:
@@ -342,4 +368,6 @@ def graph_view(nodes: Sequence[dict[str, Any]], *, node_budget: int = 400,
     t2 = time.perf_counter()
     return GraphView(dot=dot, svg=picture, total_nodes=len(nodes), drawn_nodes=drawn,
                      collapsed=collapsed, modules=module_paths(nodes), dot_seconds=t1 - t0,
-                     layout_seconds=(t2 - t1) if picture is not None else None, note=note)
+                     layout_seconds=(t2 - t1) if picture is not None else None, note=note,
+                     opened=tuple(p for p in module_paths(nodes) if p in opened),
+                     nodes=tuple(nodes))

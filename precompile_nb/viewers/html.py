@@ -18,10 +18,11 @@ from typing import Any
 from ._common import (esc, graph_block, highlighted_source, human_bytes, human_seconds,
                       make_uid, table, wrap, yes)
 from .explorer import offending_nodes, violation_body
-from .graph import graph_view
+from .graph import graph_view, heat_fills
 
 __all__ = ["TABS", "render_report_html", "render_report_page", "summary_html", "source_html",
-           "graph_html", "kernels_html", "kernel_source_html", "invariants_html", "summary_text"]
+           "graph_html", "graph_kernels", "kernels_html", "kernel_source_html", "invariants_html",
+           "summary_text"]
 
 TABS: tuple[tuple[str, str], ...] = (("summary", "Summary"), ("source", "Source"),
                                      ("graph", "Graph"), ("kernels", "Kernels"),
@@ -269,16 +270,45 @@ def source_html(data: dict[str, Any], uid: str, *, links: bool = True) -> str:
 
 def graph_html(data: dict[str, Any], uid: str, *, node_budget: int = 400,
                expand: Iterable[str] = (), highlight: Iterable[str] | None = None,
-               svg: bool = True) -> str:
-    """The captured graph (forward and backward) grouped by module; offending nodes of a
-    recorded violation are outlined in red."""
+               svg: bool = True, links: bool = True) -> str:
+    """The captured graph (forward and backward) grouped by module, with search and the
+    node <-> kernel links; offending nodes of a recorded violation are outlined in red.
+    `links`: kernels link to their line in this report's Source tab."""
     nodes = (data.get("graph") or {}).get("nodes") or []
     if highlight is None:
         v = data.get("violation")
         highlight = offending_nodes(v, nodes) if isinstance(v, dict) else set()
     view = graph_view(nodes, node_budget=node_budget, expand=expand, highlight=highlight,
                       svg=svg)
-    return graph_block(view, f"{uid}-g", node_budget=node_budget)
+    return graph_block(view, f"{uid}-g", node_budget=node_budget,
+                       kernels=graph_kernels(data, uid if links else None))
+
+
+def graph_kernels(data: dict[str, Any], uid: str | None) -> list[dict[str, Any]]:
+    """Each kernel for the graph explorer: its graph nodes, its line in the Source tab (an
+    anchor when `uid` is given) and its source text."""
+    out = []
+    for k in data.get("kernels") or []:
+        line = int(k.get("line") or 0)
+        src = _kernel_lines(data, line) if line else ""
+        out.append({"name": str(k.get("name")), "kind": str(k.get("kind")), "line": line,
+                    "nodes": [str(n) for n in k.get("source_nodes") or []],
+                    "ops": [str(o) for o in k.get("fused_ops") or []],
+                    "anchor": line_anchor(uid, line) if uid and line else None, "src": src})
+    return out
+
+
+_KERNEL_SRC_LINES = 400  # longer kernels are cut in the explorer (the Source tab has them)
+
+
+def _kernel_lines(data: dict[str, Any], start: int) -> str:
+    """python_code from a kernel's line to the next kernel or section."""
+    code_lines = (data.get("python_code") or "").splitlines()
+    bounds = [int(k["line"]) for k in data.get("kernels") or [] if k.get("line")]
+    bounds += [int(v) for v in (data.get("sections") or {}).values() if v]
+    end = min([b for b in bounds if b > start] + [len(code_lines) + 1])
+    end = min(end, start + _KERNEL_SRC_LINES)
+    return "\n".join(code_lines[start - 1:end - 1]).rstrip() + "\n"
 
 
 def kernels_html(data: dict[str, Any], uid: str, *, links: bool = True) -> str:
@@ -288,7 +318,7 @@ def kernels_html(data: dict[str, Any], uid: str, *, links: bool = True) -> str:
         return ('<p class="pcnb-muted">No generated kernels: the '
                 f"{esc(data.get('backend'))} backend runs the captured ATen ops directly.</p>")
     rows = []
-    for k in kernels:
+    for index, k in enumerate(kernels):
         name = esc(k.get("name"))
         line = int(k.get("line") or 0)
         if line and links:
@@ -296,13 +326,17 @@ def kernels_html(data: dict[str, Any], uid: str, *, links: bool = True) -> str:
                     f"</code></a>")
         else:
             cell = f"<code>{name}</code>"
+        nodes = _names(k.get("source_nodes") or [], "—")
+        if links and k.get("source_nodes"):
+            nodes += (f' <a class="pcnb-gx-show" href="#" data-pcnb-kernel="{index}">'
+                      "show in graph</a>")
         rows.append((cell, esc(k.get("kind")), str(line) if line else
                      '<span class="pcnb-muted">library call</span>',
-                     _names(k.get("fused_ops") or [], "—"),
-                     _names(k.get("source_nodes") or [], "—")))
+                     _names(k.get("fused_ops") or [], "—"), nodes))
     return (f"<p>{len(kernels)} kernel(s). Names link to their definition in the Source "
-            "tab.</p>" + table(["kernel", "kind", "line", "fused ops", "graph nodes"], rows,
-                               cls="pcnb-kernels"))
+            "tab; <i>show in graph</i> outlines the graph nodes a kernel computes.</p>"
+            + table(["kernel", "kind", "line", "fused ops", "graph nodes"], rows,
+                    cls="pcnb-kernels"))
 
 
 def kernel_source_html(data: dict[str, Any], name: str, uid: str) -> str:
@@ -356,7 +390,7 @@ def invariants_html(data: dict[str, Any], uid: str | None = None) -> str:
 
 
 def _jump_script(uid: str) -> str:
-    ids = json.dumps({"root": uid, "tab": f"{uid}-tab-source"})
+    ids = json.dumps({"root": uid, "tab": f"{uid}-tab-source", "graph": f"{uid}-tab-graph"})
     return ("<script>\n"
             "// links into the source switch to the Source tab, then scroll to the line\n"
             "(function () {\n"
@@ -365,6 +399,16 @@ def _jump_script(uid: str) -> str:
             "  if (!root || root.getAttribute('data-pcnb-wired')) return;\n"
             "  root.setAttribute('data-pcnb-wired', '1');\n"
             "  root.addEventListener('click', function (ev) {\n"
+            "    var show = ev.target.closest ? ev.target.closest('a.pcnb-gx-show') : null;\n"
+            "    if (show) {  // a kernel's graph nodes: to the Graph tab, outlined there\n"
+            "      ev.preventDefault();\n"
+            "      var g = document.getElementById(ids.graph);\n"
+            "      if (g) g.checked = true;\n"
+            "      var gx = root.querySelector('.pcnb-p-graph .pcnb-gx');\n"
+            "      if (window.__pcnbGX && gx) window.__pcnbGX.showKernel(gx,\n"
+            "        +show.getAttribute('data-pcnb-kernel'));\n"
+            "      return;\n"
+            "    }\n"
             "    var a = ev.target.closest ? ev.target.closest('a.pcnb-jump') : null;\n"
             "    if (!a) return;\n"
             "    var target = document.getElementById(a.getAttribute('href').slice(1));\n"
@@ -397,14 +441,36 @@ def render_report_html(data: dict[str, Any], *, node_budget: int = 400, svg: boo
         "kernels": kernels_html(data, uid),
         "invariants": invariants_html(data, uid),
     }
+    tabs = TABS
+    if isinstance(data.get("profile"), dict):  # after result.profile(...) / --profile
+        panels["profile"] = profile_html(data, uid, node_budget=node_budget, svg=svg)
+        tabs = TABS + (("profile", "Profile"),)
     heads, bodies = [], []
-    for k, (key, title) in enumerate(TABS):
+    for k, (key, title) in enumerate(tabs):
         checked = " checked" if k == 0 else ""
         heads.append(f'<input type="radio" class="pcnb-tabin pcnb-tin-{key}" '
                      f'name="{uid}-tabs" id="{uid}-tab-{key}"{checked}>'
                      f'<label class="pcnb-tablabel" for="{uid}-tab-{key}">{esc(title)}</label>')
         bodies.append(f'<div class="pcnb-panel pcnb-p-{key}" data-tab="{key}">{panels[key]}</div>')
     return wrap("".join(heads) + "".join(bodies) + _jump_script(uid), uid)
+
+
+def profile_html(data: dict[str, Any], uid: str, *, node_budget: int = 400,
+                 svg: bool = True) -> str:
+    """The Profile tab: time per module (forward and backward), per kernel and per node
+    (viewers/profile.py), then the graph coloured by each node's time."""
+    from .profile import profile_section
+    prof = data["profile"]
+    fills = heat_fills({str(k): float(v) for k, v in (prof.get("node_seconds") or {}).items()})
+    nodes = [dict(n, fill=fills.get(str(n.get("name")), "#f3f4f6"))
+             for n in (data.get("graph") or {}).get("nodes") or []]
+    view = graph_view(nodes, node_budget=node_budget, svg=svg)
+    return (profile_section(prof, uid)
+            + "<h4>The graph coloured by time</h4>"
+            '<p class="pcnb-muted">White: no measured time; deeper red: more of the step '
+            "(each kernel's time split over the graph nodes it computes).</p>"
+            + graph_block(view, f"{uid}-pg", node_budget=node_budget,
+                          kernels=graph_kernels(data, uid)))
 
 
 def summary_text(data: dict[str, Any]) -> str:

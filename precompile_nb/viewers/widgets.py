@@ -1,6 +1,6 @@
-"""The report as live ipywidgets: the same five tabs as the static HTML, with a graph explorer
-that re-draws the graph with the module clusters you choose to open, and a live stage-progress
-view to pass as build(on_stage=...). Nothing here imports torch.
+"""The report as live ipywidgets: the same five tabs as the static HTML, with the graph explorer
+of the static page (search, clusters, kernel links, drawn in the browser), and a live
+stage-progress view to pass as build(on_stage=...). Nothing here imports torch.
 
     progress = progress_widget()                       # shows itself in a notebook
     art = build(fn, *inputs, on_stage=progress.on_stage)
@@ -34,32 +34,38 @@ def has_widget_frontend() -> bool:
 
 
 class GraphExplorer:
-    """The Graph tab: pick module clusters to open (and the node budget); the graph redraws."""
+    """The Graph tab: the same explorer as the static page (search, open and close module
+    clusters, node <-> kernel links), drawn by the Graphviz bundled in the output. It runs in
+    the browser: nothing is sent back to the kernel and no `dot` runs per click (an Output
+    widget, whose HTML outputs JupyterLab runs scripts in)."""
 
     def __init__(self, data: dict[str, Any], uid: str, *, node_budget: int = 400) -> None:
+        from IPython.display import HTML
+
         self.data = data
         self.uid = uid
         nodes = (data.get("graph") or {}).get("nodes") or []
         self.modules: Sequence[str] = module_paths(nodes)
-        self.expand = W.SelectMultiple(options=list(self.modules), value=(),
-                                       rows=min(10, max(2, len(self.modules))),
-                                       description="open", layout=W.Layout(width="60%"))
-        self.budget = W.BoundedIntText(value=node_budget, min=10, max=1_000_000, step=50,
-                                       description="node budget",
-                                       style={"description_width": "initial"})
-        self.picture = W.HTML()
-        help_text = ("Module clusters over the node budget are drawn collapsed; choose "
-                     "modules to open (ctrl/shift-click for several)." if self.modules else
+        self.html = wrap(graph_html(data, uid, node_budget=node_budget, links=False),
+                         uid + "-gw")
+        help_text = ("Search by op, node, module, shape or kernel; click a grey module box to "
+                     "open it." if self.modules else
                      "No module clusters: every node of this graph is at the top level.")
-        self.box = W.VBox([W.HTML(f"<i>{esc(help_text)}</i>"),
-                           W.HBox([self.expand, self.budget]), self.picture])
-        self.redraw()
-        self.expand.observe(self.redraw, names="value")
-        self.budget.observe(self.redraw, names="value")
+        self.picture = W.Output()
+        self.picture.append_display_data(HTML(self.html))
+        self.box = W.VBox([W.HTML(f"<i>{esc(help_text)}</i>"), self.picture])
 
-    def redraw(self, _change: Any = None) -> None:
-        self.picture.value = wrap(graph_html(self.data, self.uid, node_budget=self.budget.value,
-                                             expand=set(self.expand.value)), self.uid + "-gw")
+
+def _html_tab(html: str) -> W.Widget:
+    """A tab of HTML; one that holds a graph (a recorded violation's) goes into an Output
+    widget, whose HTML outputs run their scripts (W.HTML runs none)."""
+    if 'class="pcnb-gx"' not in html:
+        return W.HTML(html)
+    from IPython.display import HTML
+
+    out = W.Output()
+    out.append_display_data(HTML(html))
+    return out
 
 
 def _kernels_tab(data: dict[str, Any], uid: str) -> W.Widget:
@@ -95,7 +101,7 @@ def report_widget(data: dict[str, Any], *, node_budget: int = 400) -> W.Tab:
         W.HTML(wrap(source_html(data, uid), uid + "-cw")),
         explorer.box,
         _kernels_tab(data, uid),
-        W.HTML(wrap(invariants_html(data, uid), uid + "-iw")),
+        _html_tab(wrap(invariants_html(data, uid), uid + "-iw")),
     ]
     tab = W.Tab(children=children)
     tab.titles = tuple(title for _, title in TABS)

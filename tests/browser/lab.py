@@ -77,6 +77,22 @@ def _lab_settings(settings: Path) -> None:
         path.write_text(json.dumps(content))
 
 
+def path_without(bin_dir: Path, *names: str) -> str:
+    """A PATH of one directory linking every executable on $PATH but `names` (the first of
+    each name wins, as a shell's lookup does)."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    for d in os.environ.get("PATH", "").split(os.pathsep):
+        if not d or not os.path.isdir(d):
+            continue
+        for entry in os.scandir(d):
+            link = bin_dir / entry.name
+            if entry.name in names or link.exists() or link.is_symlink():
+                continue
+            if os.access(entry.path, os.X_OK) and not entry.is_dir():
+                link.symlink_to(entry.path)
+    return str(bin_dir)
+
+
 def start_lab(base: Path) -> Lab:
     """Start JupyterLab with everything (root, settings, runtime, config) under `base` and
     wait until its REST API answers."""
@@ -88,6 +104,9 @@ def start_lab(base: Path) -> Lab:
     token = os.urandom(16).hex()
     env = dict(os.environ)
     env.update({
+        # the kernels find no Graphviz `dot`: the report's graph is drawn by the Graphviz
+        # bundled in its output (the case of most users), not by a static SVG
+        "PATH": path_without(base / "bin", "dot"),
         "PYTHONPATH": os.pathsep.join([str(REPO)] + [p for p in [env.get("PYTHONPATH")] if p]),
         "JUPYTER_CONFIG_DIR": str(base / "config"),
         "JUPYTER_RUNTIME_DIR": str(base / "runtime"),

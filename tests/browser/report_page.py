@@ -53,6 +53,10 @@ def check_source_highlighted(report: Any) -> None:
 def graph_counts(report: Any) -> tuple[int, int, int]:
     """(nodes in the graph, drawn, <g class="node"> in the visible SVG) of the Graph tab."""
     panel = click_static_tab(report, "graph")
+    gx = panel.locator(".pcnb-gx")
+    # no static SVG: drawn in the page (outputs saved before the explorer have no .pcnb-gx)
+    if gx.count() and not gx.locator(".pcnb-gx-picture svg").count():
+        wait_drawn(gx)
     stats = panel.locator(".pcnb-graph-stats").inner_text()
     m = re.search(r"(\d+) nodes in the graph, (\d+) drawn", stats)
     assert m, f"no node statistics in the Graph tab: {stats!r}"
@@ -86,3 +90,44 @@ def luminance(css_color: str) -> float:
 
 def text_luminance(report: Any) -> float:
     return luminance(report.evaluate("(el) => getComputedStyle(el).color"))
+
+
+# ---------------------------------------------------------------------------------------------
+# the graph explorer (viewers/static/graph_explorer.js), the same in both places
+
+
+def wait_drawn(gx: Any, timeout: float = 60_000) -> int:
+    """Wait until the explorer `gx` (a div.pcnb-gx locator) has laid out its picture in the
+    browser; returns the layout time in ms (the bundled Graphviz, no `dot`, no network)."""
+    gx.page.wait_for_function(
+        "(el) => ['ready', 'failed'].includes(el.getAttribute('data-pcnb-state'))",
+        arg=gx.element_handle(), timeout=timeout)
+    assert gx.get_attribute("data-pcnb-state") == "ready", gx.inner_text()[:500]
+    return int(gx.get_attribute("data-pcnb-layout-ms"))
+
+
+def drawn_nodes(gx: Any) -> list[str]:
+    return gx.locator("svg g[data-pcnb-node]").evaluate_all(
+        "(els) => els.map((e) => e.getAttribute('data-pcnb-node'))")
+
+
+def search(gx: Any, text: str) -> list[str]:
+    """Type `text` in the search box; returns the names the result list shows."""
+    box = gx.locator("input.pcnb-gx-q")
+    box.fill(text)
+    box.press("Enter")
+    gx.locator(".pcnb-gx-side h4", has_text="match").wait_for()
+    return [t.strip() for t in gx.locator("ul.pcnb-gx-results li a code").all_inner_texts()]
+
+
+def outlined(gx: Any, cls: str = "pcnb-gx-mark") -> list[str]:
+    """The nodes drawn with class `cls` (pcnb-gx-mark: a kernel's or the selected node's;
+    pcnb-gx-match: search hits)."""
+    return gx.locator(f"svg g.{cls}[data-pcnb-node]").evaluate_all(
+        "(els) => els.map((e) => e.getAttribute('data-pcnb-node'))")
+
+
+def side_kernels(gx: Any) -> list[str]:
+    """The kernels the side panel lists for the selected node."""
+    return [t.strip() for t in
+            gx.locator("ul.pcnb-gx-node-kernels a.pcnb-gx-klink code").all_inner_texts()]

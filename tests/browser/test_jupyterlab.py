@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 
-from .conftest import NO_DOT_REASON, NODES_MARK, has_dot, save_screenshot
+from .conftest import NODES_MARK, save_screenshot
 from .lab import RunningNotebook, outputs_text, set_theme
-from .report_page import QUICKSTART_INPUTS, TAB_TITLES, check_pygments_styled, luminance
+from .report_page import (QUICKSTART_INPUTS, TAB_TITLES, check_pygments_styled, drawn_nodes,
+                          luminance, outlined, search, side_kernels, wait_drawn)
 
 pytestmark = pytest.mark.browser
 
@@ -78,19 +79,45 @@ def test_quickstart_source_tab_is_highlighted_by_pygments(quickstart):
     assert panel.locator(".pcnb-hl .linenos").count() > 100, "no line numbers"
 
 
-def test_quickstart_graph_tab_draws_every_node(quickstart):
-    if not has_dot():
-        pytest.skip(NO_DOT_REASON)
+def test_quickstart_graph_tab_draws_every_node_with_no_dot_and_no_network(quickstart):
+    # the kernel runs with no `dot` on PATH (start_lab) and the page reaches nothing but the
+    # server (offline_page): the bundled Graphviz lays the graph out in the output
     expected = _node_count(quickstart)
     panel = _click_tab(_report(quickstart), "Graph")
-    svg = panel.locator(".pcnb-svg svg")
+    gx = panel.locator(".pcnb-gx")
+    wait_drawn(gx)
+    svg = panel.locator(".pcnb-gx-picture svg")
     assert svg.count() == 1 and svg.is_visible(), "the Graph tab shows no picture"
     box = svg.bounding_box()
     assert box["width"] > 100 and box["height"] > 100, f"the picture is tiny: {box}"
-    assert svg.locator("g.node").count() == expected
+    assert len(drawn_nodes(gx)) == expected
     assert f"{expected} nodes in the graph, {expected} drawn" in panel.inner_text()
-    # the graph explorer's controls are there (the widget's extra over the static HTML)
-    assert panel.locator("select").count() == 1
+    assert "no `dot` binary" in panel.inner_text()  # it says where the picture came from
+
+
+def test_quickstart_graph_search_and_kernel_links_in_jupyterlab(quickstart):
+    panel = _click_tab(_report(quickstart), "Graph")
+    gx = panel.locator(".pcnb-gx")
+    wait_drawn(gx)
+    assert search(gx, "aten.addmm") == ["addmm", "addmm_1"]
+    assert search(gx, "cpp_fused__softmax_1") == ["_softmax"]
+    gx.locator("input.pcnb-gx-q").fill("")
+    gx.locator("input.pcnb-gx-q").press("Enter")
+    # kernel -> its nodes outlined; node -> its kernels
+    gx.locator("a.pcnb-gx-klink", has_text="cpp_fused_gelu_0").first.click()
+    quickstart.page.wait_for_function("(el) => el.getAttribute('data-pcnb-kernel') === "
+                                      "'cpp_fused_gelu_0'", arg=gx.element_handle())
+    assert outlined(gx) == ["gelu"]
+    gx.locator("svg g[data-pcnb-node='addmm_1']").click()
+    assert side_kernels(gx) == ["extern_kernels.addmm"]
+    gx.locator("svg g[data-pcnb-node='_softmax']").click()
+    assert side_kernels(gx) == ["cpp_fused__softmax_1"]
+    # the kernel's source, right there (the widget's Source tab is another widget)
+    gx.locator("ul.pcnb-gx-node-kernels a.pcnb-gx-klink").click()
+    gx.locator("details summary", has_text="its source").click()
+    assert "cpp_fused__softmax_1 = async_compile" in gx.locator("pre.pcnb-gx-src").inner_text()
+    quickstart.page.set_viewport_size({"width": 1280, "height": 1100})
+    _shot(quickstart.page, gx, "lab-graph-explorer")
 
 
 def test_violation_explorer_names_the_global_shows_expected_actual_and_the_fix(violation):

@@ -3,6 +3,7 @@ hand-made dicts (no torch)."""
 from __future__ import annotations
 
 import html
+import json
 import re
 import shutil
 
@@ -22,7 +23,8 @@ def panel(page: str, key: str) -> str:
     """The HTML of one tab's panel."""
     start = page.index(f'<div class="pcnb-panel pcnb-p-{key}"')
     ends = [page.find(f'<div class="pcnb-panel pcnb-p-{k}"', start + 1) for k, _ in TABS]
-    ends = [e for e in ends if e > start] + [page.index("<script>", start)]
+    # the report's own script (the jump links) follows the last panel
+    ends = [e for e in ends if e > start] + [page.index("<script>\n// links into the source")]
     return page[start:min(ends)]
 
 
@@ -200,26 +202,85 @@ def test_summary_shows_device_weights_grads_effects_timings_and_sizes(report_ind
     assert f"cache{report_inductor['cache']['bytes'] / 1024:.1f} KiB" in text
 
 
+def without_scripts(page: str) -> str:
+    """The page without its <script> elements (the bundled Graphviz holds SVG strings)."""
+    return re.sub(r"<script[^>]*>.*?</script>", "", page, flags=re.S)
+
+
+def explorer_data(page: str) -> list[dict]:
+    """The JSON data of every graph explorer in the page."""
+    return [json.loads(m) for m in re.findall(
+        r'<script type="application/json" class="pcnb-gx-data">(.*?)</script>', page, re.S)]
+
+
 @pytest.mark.skipif(shutil.which("dot") is None, reason="needs the Graphviz `dot` binary")
 def test_graph_tab_embeds_a_static_svg_when_dot_is_installed(report_eager):
-    graph = panel(render_report_html(report_eager), "graph")
-    assert '<div class="pcnb-svg"><svg' in graph
+    page = render_report_html(report_eager)
+    graph = without_scripts(panel(page, "graph"))
+    assert re.search(r'<div class="pcnb-svg pcnb-gx-picture" id="[^"]+-gv"><svg', graph)
     assert "laid out by dot in" in graph
-    assert '<script type="module">' not in graph
+    assert '<script type="module">' not in page
     assert "<details><summary>DOT source" in graph
 
 
-def test_graph_tab_without_dot_embeds_the_dot_text_and_a_browser_renderer(report_eager,
-                                                                         monkeypatch):
+def test_graph_tab_without_dot_is_drawn_by_the_bundled_graphviz(report_eager, monkeypatch):
     monkeypatch.setattr(graph_mod.shutil, "which", lambda name: None)
     page = render_report_html(report_eager)
     uid = uid_of(page)
-    graph = panel(page, "graph")
+    graph = without_scripts(panel(page, "graph"))
     assert "<svg" not in graph
-    assert '<script type="module">' in graph and "@hpcc-js/wasm" in graph
+    assert f'<div class="pcnb-svg pcnb-gx-picture" id="{uid}-g-gv">' in graph
     assert f'<pre class="pcnb-dot" id="{uid}-g-dot">digraph G {{' in graph
-    assert f'<div class="pcnb-svg pcnb-wasm" id="{uid}-g-gv"></div>' in graph
     assert "apt-get install graphviz" in graph
+    # Graphviz in WebAssembly is inlined, never fetched
+    assert page.count("window.__pcnbViz = window.Viz") == 1
+    assert "import(" not in without_scripts(page) and "cdn." not in page
+    assert not re.search(r'<script[^>]+src=', page)
+
+
+def test_an_output_with_two_graphs_carries_the_graphviz_renderer_once(report_eager):
+    violation = {"what": "f reads 1 tensor(s) that are not inputs", "invariant": 1,
+                 "title": "everything live is an input", "stage": "capture",
+                 "where": "global 'W'", "expected": "an input", "actual": "a constant",
+                 "hint": "pass `W` to fn", "extra": {"nodes": [["addmm"]]}, "message": "m"}
+    page = render_report_html(with_changes(report_eager, violation=violation))
+    assert len(explorer_data(page)) == 2  # the Graph tab, and the violation's graph
+    assert page.count("Viz.js 3.31.0 (MIT") == 1
+    assert page.count("window.__pcnbGX = GX") == 1
+    assert page.count("window.__pcnbGX.wire(root)") == 2
+
+
+def test_graph_explorer_data_links_every_kernel_to_its_nodes_and_source_line(report_inductor):
+    page = render_report_html(report_inductor)
+    uid = uid_of(page)
+    (data,) = explorer_data(page)
+    names = [n["name"] for n in data["nodes"]]
+    assert names == [n["name"] for n in report_inductor["graph"]["nodes"]]
+    assert [k["name"] for k in data["kernels"]] == [k["name"] for k in
+                                                    report_inductor["kernels"]]
+    for k, rec in zip(data["kernels"], report_inductor["kernels"]):
+        # (names functionalization rewrote, the in-place add_ of num_batches_tracked and the
+        # copy_ write-backs of the running stats, are the functional graph's)
+        assert k["nodes"] == rec["source_nodes"] and set(k["nodes"]) & set(names)
+        if rec["line"]:
+            assert k["anchor"] == f"{uid}-L-{rec['line']}" and f'id="{k["anchor"]}"' in page
+            first = report_inductor["python_code"].splitlines()[rec["line"] - 1]
+            assert k["src"].startswith(first)
+        else:
+            assert k["anchor"] is None and k["src"] == ""
+    node = next(n for n in data["nodes"] if n["name"] == "addmm")
+    assert node["shape"] == "[5, 16]" and node["module"] == "m.0"
+    kernels = panel(page, "kernels")
+    assert kernels.count('class="pcnb-gx-show"') == sum(
+        1 for k in report_inductor["kernels"] if k["source_nodes"])
+
+
+def test_graph_explorer_data_survives_script_breaking_names(report_eager):
+    data = with_changes(report_eager)
+    data["graph"]["nodes"][1]["name"] = "</script><script>alert(1)</script>"
+    page = render_report_html(data)
+    assert "</script><script>alert(1)" not in page
+    assert explorer_data(page)[0]["nodes"][1]["name"] == "</script><script>alert(1)</script>"
 
 
 def test_big_graph_in_the_report_is_collapsed_by_module(report_eager):
@@ -243,8 +304,8 @@ def test_report_page_is_a_complete_document_that_needs_no_network(report_inducto
 def test_two_reports_on_one_page_do_not_share_ids(report_eager, report_inductor):
     a, b = render_report_html(report_eager), render_report_html(report_inductor)
     assert uid_of(a) != uid_of(b)
-    ids_a = set(re.findall(r'id="([^"]+)"', a))
-    ids_b = set(re.findall(r'id="([^"]+)"', b))
+    ids_a = set(re.findall(r'id="([^"]+)"', without_scripts(a)))
+    ids_b = set(re.findall(r'id="([^"]+)"', without_scripts(b)))
     assert ids_a and not ids_a & ids_b  # the SVGs' own ids (node1, ...) are scoped too
     assert uid_of(render_report_html(report_eager)) == uid_of(a)  # stable for the same data
 

@@ -1,0 +1,114 @@
+"""profile_artifact: run a loaded artifact under torch.profiler and attribute its time to the
+graph nodes and modules of its report, forward and backward apart."""
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+from precompile_nb import PrecompileError
+from precompile_nb.core import build
+from precompile_nb.core.load import load
+from precompile_nb.core.profile import UNATTRIBUTED, profile_artifact
+from precompile_nb.core.report import report_data
+from tests.core.models import mlp, train_step
+
+
+def loaded(fn, *inputs, backend):
+    art = build(fn, *inputs, backend=backend)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="precompile.load executes")
+        return load(art.python_code, art.cache), report_data(art)
+
+
+@pytest.fixture(scope="module")
+def inductor_step():
+    m, x = mlp(), torch.randn(16, 8)
+    f, report = loaded(train_step, m, x, backend="inductor")
+    return f, report, m, x
+
+
+def _rows(prof):
+    return {row.module: row for row in prof.modules}
+
+
+def _assert_rows_sum_to_the_step(prof):
+    rows = prof.modules
+    assert rows[-1].module == UNATTRIBUTED  # shown, last, never hidden
+    assert sum(r.seconds for r in rows) == pytest.approx(prof.step_seconds, rel=1e-9)
+
+
+def test_profile_of_a_training_step_times_every_linear_forward_and_backward(inductor_step):
+    f, report, m, x = inductor_step
+    prof = profile_artifact(f, report, (m, x), steps=3, warmup=1, eager=train_step)
+    rows = _rows(prof)
+    for linear in ("m.0", "m.2"):
+        assert rows[linear].forward_seconds > 0, linear
+    assert any(r.backward_seconds > 0 for r in prof.modules)  # the backward is in the step
+    _assert_rows_sum_to_the_step(prof)
+    # every kernel of the report ran once per step and goes to graph nodes
+    assert {k.index for k in prof.kernels} == set(range(len(report["kernels"])))
+    assert all(k.calls == 1 for k in prof.kernels)
+    assert all(k.nodes for k in prof.kernels if k.seconds > 0)
+    nodes = {n["name"] for n in report["graph"]["nodes"]}
+    assert set(prof.node_seconds) <= nodes and sum(prof.node_seconds.values()) > 0
+    # the eager forward of each Linear was timed by hooks
+    assert rows["m.0"].eager_forward_seconds > 0 and prof.eager_step_seconds > 0
+
+
+def test_profile_leaves_gradients_and_buffers_as_they_were(inductor_step):
+    f, report, m, x = inductor_step
+    m.zero_grad(set_to_none=True)
+    profile_artifact(f, report, (m, x), steps=2, warmup=1)
+    assert all(p.grad is None for p in m.parameters())
+    train_step(m, x)
+    before = [p.grad.clone() for p in m.parameters()]
+    profile_artifact(f, report, (m, x), steps=2, warmup=1)
+    assert all(torch.equal(p.grad, g) for p, g in zip(m.parameters(), before))
+
+
+def test_profile_data_is_plain_json_for_the_viewers(inductor_step):
+    import json
+
+    f, report, m, x = inductor_step
+    data = profile_artifact(f, report, (m, x), steps=1, warmup=0).to_data()
+    json.dumps(data)
+    assert data["modules"][-1]["module"] == UNATTRIBUTED
+    assert sum(r["seconds"] for r in data["modules"]) == pytest.approx(data["step_seconds"])
+    assert isinstance(data["node_seconds"], dict)
+
+
+def test_eager_backend_profile_times_each_node():
+    m, x = mlp(), torch.randn(16, 8)
+    f, report = loaded(train_step, m, x, backend="eager")
+    prof = profile_artifact(f, report, (m, x), steps=2, warmup=1)
+    rows = _rows(prof)
+    assert rows["m.0"].forward_seconds > 0 and rows["m.2"].forward_seconds > 0
+    assert any(r.backward_seconds > 0 for r in prof.modules)
+    addmm = [k for k in prof.kernels if k.nodes == ("addmm",)]
+    assert addmm and addmm[0].seconds > 0
+    _assert_rows_sum_to_the_step(prof)
+
+
+def test_profile_of_a_plain_function_is_a_clear_error():
+    m, x = mlp(), torch.randn(2, 8)
+    with pytest.raises(PrecompileError, match="not a loaded precompile artifact"):
+        profile_artifact(train_step, {"kernels": [], "graph": {"nodes": []}}, (m, x))
+    with pytest.raises(ValueError, match="steps must be a positive int"):
+        profile_artifact(train_step, {}, (m, x), steps=0)
+
+
+@pytest.mark.cuda
+def test_on_cuda_triton_and_extern_kernels_get_gpu_time_per_module():
+    m, x = mlp().cuda(), torch.randn(64, 8, device="cuda")
+    f, report = loaded(train_step, m, x, backend="inductor")
+    prof = profile_artifact(f, report, (m, x), steps=5, warmup=2, eager=train_step)
+    assert prof.device == "cuda" and prof.peak_bytes > 0
+    kinds = {k.kind for k in prof.kernels if k.seconds > 0}
+    assert "triton" in kinds and "extern" in kinds  # GPU time reached both kinds of range
+    rows = _rows(prof)
+    assert rows["m.0"].forward_seconds > 0 and rows["m.2"].forward_seconds > 0
+    assert any(r.backward_seconds > 0 for r in prof.modules)
+    assert rows["m.0"].eager_forward_seconds > 0
+    _assert_rows_sum_to_the_step(prof)
