@@ -61,6 +61,42 @@ def make_fx_trace(fn: Callable, inputs: Sequence[Any], *, decompositions, fake_m
         return tracer(*inputs)
 
 
+@contextlib.contextmanager
+def backward_op_origins() -> Iterator[None]:
+    """While tracing: each op that autograd runs inside fn's .backward() / autograd.grad is
+    tagged node.meta["seq_nr"] with the sequence number of the forward op it differentiates
+    (forward ops carry their own), so the graph can tell which module a backward op belongs
+    to. How AOTAutograd tags its joint graphs (2.11-2.14: fx.traceback.preserve_node_meta and
+    _functorch's setup_stacktrace_preservation_hooks on the roots' grad_fns); the two entry
+    points are wrapped only inside this context and restored after."""
+    import torch.fx.traceback as fx_traceback
+    from torch._functorch._aot_autograd.logging_utils import (
+        setup_stacktrace_preservation_hooks)
+
+    backward, grad = torch.autograd.backward, torch.autograd.grad
+
+    def hooked(roots: Any) -> None:
+        ts = [roots] if isinstance(roots, torch.Tensor) else list(roots or ())
+        fns = [t.grad_fn for t in ts if isinstance(t, torch.Tensor) and t.grad_fn is not None]
+        if fns:
+            setup_stacktrace_preservation_hooks(fns)
+
+    def tagged_backward(tensors: Any, *args: Any, **kwargs: Any) -> Any:
+        hooked(tensors)
+        return backward(tensors, *args, **kwargs)
+
+    def tagged_grad(outputs: Any, *args: Any, **kwargs: Any) -> Any:
+        hooked(outputs)
+        return grad(outputs, *args, **kwargs)
+
+    torch.autograd.backward, torch.autograd.grad = tagged_backward, tagged_grad
+    try:
+        with fx_traceback.preserve_node_meta():
+            yield
+    finally:
+        torch.autograd.backward, torch.autograd.grad = backward, grad
+
+
 def fake_with_unbacked(tensors: Sequence[torch.Tensor],
                        dynamic: Sequence[dict[int, tuple[int | None, int | None]]],
                        assumptions: Sequence[str] = (),

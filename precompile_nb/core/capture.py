@@ -142,7 +142,8 @@ def _trace(flat_fn: Callable, fn: Callable, example_inputs: Sequence[Any], names
             fake_mode, trace_inputs, symbols = _compat.fake_with_unbacked(
                 trace_inputs, dynamic, [g.expr for g in guards])
         before = {str(c) for c in _compat.runtime_asserts(fake_mode)}
-        with _compat.preserved_rng_state(), torch.enable_grad(), _compat.no_autocast():
+        with (_compat.preserved_rng_state(), torch.enable_grad(), _compat.no_autocast(),
+              _compat.backward_op_origins()):
             try:
                 gm = _compat.make_fx_trace(
                     flat_fn, trace_inputs, decompositions=decompositions, fake_mode=fake_mode,
@@ -896,6 +897,11 @@ def graph_nodes(c: Captured) -> tuple[GraphNodeInfo, ...]:
     forward = ancestors(user_outs)
     backward = ancestors(outs[c.n_user_outputs:]) - forward
     ph_roles = [s.kind for s in c.inputs] + ["constant"] * len(c.constants)
+    # autograd sequence number -> the forward op node that recorded it (first one wins)
+    forward_of: dict[Any, torch.fx.Node] = {}
+    for n in nodes:
+        if n in forward and n.op == "call_function" and n.meta.get("seq_nr", -1) >= 0:
+            forward_of.setdefault(n.meta["seq_nr"], n)
     ph_index = 0
     infos = []
     modules: dict[torch.fx.Node, str] = {}
@@ -917,7 +923,7 @@ def graph_nodes(c: Captured) -> tuple[GraphNodeInfo, ...]:
             role = ("collective" if _compat.is_collective(n.target)  # tensor parallelism
                     else "gradient" if n in backward else "compute")
             target = str(n.target).replace("torch.ops.", "")
-        module = _module_of(n, modules, c, ph_index)
+        module = _module_of(n, modules, c, ph_index, forward_of)
         modules[n] = module
         infos.append(GraphNodeInfo(
             name=n.name, op=n.op, target=target,
@@ -927,12 +933,13 @@ def graph_nodes(c: Captured) -> tuple[GraphNodeInfo, ...]:
 
 
 def _module_of(n: torch.fx.Node, known: dict[torch.fx.Node, str], c: Captured,
-               ph_index: int) -> str:
-    """The nn.Module path a node belongs to, for grouping the graph view.
+               ph_index: int, forward_of: dict[Any, torch.fx.Node]) -> str:
+    """The nn.Module path a node belongs to, for grouping the graph view and the profile.
     Forward ops: make_fx's nn_module_stack. Parameters/buffers: their owner ("m.0.weight" ->
-    "m.0"). Backward ops carry no module stack (autograd runs them), so they join the module
-    of the deepest forward value they read (saved activations, weights), else the module of
-    the gradient flowing into them: a training step's backward stays inside its modules."""
+    "m.0"). Backward ops carry no module stack (autograd runs them): they join the module of
+    the forward op they differentiate (its autograd sequence number, _compat.
+    backward_op_origins), else of the deepest forward value they read, else of the gradient
+    flowing into them."""
     mstack = n.meta.get("nn_module_stack") or {}
     if mstack:
         return str(list(mstack.values())[-1][0])
@@ -943,6 +950,9 @@ def _module_of(n: torch.fx.Node, known: dict[torch.fx.Node, str], c: Captured,
         return ""
     if n.op == "output":
         return ""
+    origin = forward_of.get(n.meta.get("seq_nr"))  # the forward op this one differentiates
+    if origin is not None and origin is not n:
+        return known.get(origin, "")
     fwd = [known.get(a, "") for a in n.all_input_nodes
            if a.op == "placeholder" or a.meta.get("nn_module_stack")]
     fwd = [m for m in fwd if m]

@@ -6,6 +6,7 @@ import warnings
 
 import pytest
 import torch
+from torch import nn
 
 from precompile_nb import PrecompileError
 from precompile_nb.core import build
@@ -112,3 +113,25 @@ def test_on_cuda_triton_and_extern_kernels_get_gpu_time_per_module():
     assert any(r.backward_seconds > 0 for r in prof.modules)
     assert rows["m.0"].eager_forward_seconds > 0
     _assert_rows_sum_to_the_step(prof)
+
+
+def test_backward_ops_belong_to_the_module_whose_forward_they_differentiate():
+    """The profile's backward time per module rests on this: the weight-gradient matmul of
+    the first Linear is that Linear's, though it reads only the gradient and the input."""
+    from precompile_nb.core.capture import capture
+    m = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+
+    def step(model, x):
+        loss = model(x).pow(2).mean()
+        loss.backward()
+        return loss.detach()
+
+    c = capture(step, [m, torch.randn(4, 8)])
+    module = {n.name: n.module for n in c.nodes}
+    grads = {n.name for n in c.nodes if n.role == "gradient"}
+    assert module["threshold_backward"] == "model.1"
+    # model.0's weight gradient (x^T @ grad) and bias gradient (a sum) are model.0's
+    mm_w0 = [n for n in grads if n.startswith("mm") and module[n] == "model.0"]
+    sums = [n for n in grads if n.startswith("sum") and module[n] == "model.0"]
+    assert mm_w0 and sums, module
+    assert {module[n] for n in grads if n.startswith("mm")} == {"model.0", "model.2"}
