@@ -496,8 +496,10 @@ def _eager_graph_range(ns: dict[str, Any], kernels: Sequence[Mapping[str, Any]],
 def _eager_op_times(events: Sequence[Any], kernels: Sequence[Mapping[str, Any]],
                     cuda: bool) -> dict[int, float]:
     """Match the ops under each "pcnb.graph" range to the graph's nodes in order, by op name
-    ("aten::addmm" is node target "aten.addmm.default")."""
-    out: dict[int, float] = defaultdict(float)
+    ("aten::addmm" is node target "aten.addmm.default"). Totals over the steps: GPU times
+    summed, CPU times as the median call times the calls (one stall of a busy machine, or a
+    first call's one-off setup, would otherwise dominate a short profile)."""
+    times: dict[int, list[float]] = defaultdict(list)
     gpu = (_gpu_by_owner(events, lambda e: e.cpu_parent is not None
                          and e.cpu_parent.name == "pcnb.graph") if cuda else {})
     for g in events:
@@ -510,9 +512,11 @@ def _eager_op_times(events: Sequence[Any], kernels: Sequence[Mapping[str, Any]],
                 k += 1  # a node that ran no profiled op (a view the profiler did not record)
             if k == len(kernels):
                 break
-            out[k] += gpu.get(child, 0.0) if cuda else child.cpu_time_total / 1e6
+            times[k].append(gpu.get(child, 0.0) if cuda else child.cpu_time_total / 1e6)
             k += 1
-    return out
+    if cuda:
+        return {k: sum(ts) for k, ts in times.items()}
+    return {k: statistics.median(ts) * len(ts) for k, ts in times.items()}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -109,7 +109,7 @@ def _modules(data: Mapping[str, Any]) -> str:
                 + (["", ""] if has_eager else []))
     classes.append("")
     note = ('<p class="pcnb-muted">Each graph node counts toward its innermost module; '
-            "backward nodes count toward the module whose forward values they read. "
+            "backward nodes count toward the module of the forward op they differentiate. "
             f"<i>{esc(UNATTRIBUTED)}</i> is the step time outside every kernel the report "
             "maps to graph nodes: the artifact's input checks, buffer allocation, gradient "
             "accumulation into <code>.grad</code>, Python.")

@@ -164,6 +164,20 @@ VIOLATION_CELLS = [
 ]
 
 
+# profile a training step with the magic, then diff it against a wider model's
+PROFILE_CELLS = [
+    "import torch\nfrom torch import nn\n%load_ext precompile_nb\ntorch.manual_seed(0)\n"
+    "narrow = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4))\n"
+    "wide = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 4))\n"
+    "x = torch.randn(8, 16)",
+    "%%precompile narrow x --backend eager --out a --profile 3\ndef step(model, x):\n"
+    "    loss = model(x).pow(2).mean()\n    loss.backward()\n    return loss.detach()",
+    "%%precompile wide x --backend eager --out b --quiet\ndef step(model, x):\n"
+    "    loss = model(x).pow(2).mean()\n    loss.backward()\n    return loss.detach()",
+    "%precompile_diff a b",
+]
+
+
 @pytest.fixture(scope="session")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     """JupyterLab on 127.0.0.1, a random free port and a token, serving a temporary root
@@ -189,11 +203,16 @@ def notebooks(lab: Lab, browser_context: Any) -> Iterator[dict[str, RunningNoteb
     nbformat.write(new_notebook(cells=[new_code_cell(c) for c in VIOLATION_CELLS],
                                 metadata={"kernelspec": kernelspec}),
                    lab.root / "violation.ipynb")
+    nbformat.write(new_notebook(cells=[new_code_cell(c) for c in PROFILE_CELLS],
+                                metadata={"kernelspec": kernelspec}),
+                   lab.root / "profile_diff.ipynb")
     running = {
         "quickstart": open_and_run(offline_page(browser_context), lab, "01_quickstart.ipynb",
                                    "quickstart"),
         "violation": open_and_run(offline_page(browser_context), lab, "violation.ipynb",
                                   "violation"),
+        "profile_diff": open_and_run(offline_page(browser_context), lab,
+                                     "profile_diff.ipynb", "profile_diff"),
     }
     yield running
     for r in running.values():
@@ -215,5 +234,12 @@ def quickstart(notebooks: dict[str, RunningNotebook]) -> RunningNotebook:
 @pytest.fixture(scope="session")
 def violation(notebooks: dict[str, RunningNotebook]) -> RunningNotebook:
     nb = notebooks["violation"]
+    nb.wait()
+    return nb
+
+
+@pytest.fixture(scope="session")
+def profile_diff(notebooks: dict[str, RunningNotebook]) -> RunningNotebook:
+    nb = notebooks["profile_diff"]
     nb.wait()
     return nb

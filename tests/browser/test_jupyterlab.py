@@ -168,3 +168,27 @@ def test_screenshots_in_light_and_dark_theme_follow_the_theme(quickstart, violat
         _shot(violation.page, cell, f"lab-violation-{suffix}")
     for page in (quickstart.page, violation.page):
         set_theme(page, "JupyterLab Light")
+
+
+def test_profile_and_diff_outputs_in_jupyterlab(profile_diff):
+    """`%%precompile --profile` shows the profile under the report and `%precompile_diff a b`
+    the diff, both drawn by JupyterLab in a live kernel (no network)."""
+    page = profile_diff.page
+    errors = page.locator('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.'
+                          'stderr"]').all_inner_texts()
+    assert not [t for t in errors if "Traceback" in t], errors
+    modules = page.locator("table.pcnb-profile-modules")
+    assert modules.count() == 1, outputs_text(page)[:2000]
+    text = modules.inner_text()
+    assert "model.0" in text and "(unattributed)" in text and "sum" in text
+    # the diff: the shapes that changed, opened, and the highlighted python_code diff
+    conv = page.locator(".jp-OutputArea-output details", has_text="Calling convention")
+    assert conv.count() == 1 and conv.get_attribute("open") is not None
+    assert "[32, 16]" in conv.inner_text() and "[64, 16]" in conv.inner_text()
+    code = page.locator(".jp-OutputArea-output details", has_text="python_code")
+    if code.get_attribute("open") is None:
+        code.locator("summary").click()
+    added = code.locator("pre.pcnb-diff span.pcnb-d-add")
+    assert added.count() > 0 and added.first.is_visible()
+    modules.scroll_into_view_if_needed()
+    save_screenshot(page, "lab-profile")
