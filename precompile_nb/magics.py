@@ -358,9 +358,11 @@ class PrecompileMagics(Magics):
                 ns[fn_name] = previous
             raise
         if args.profile is not None:  # after the names are bound: a failure here keeps them
-            shown = result.profile(*inputs, steps=args.profile)
-            if not args.quiet:
-                display(shown)
+            try:
+                result.profile(*inputs, steps=args.profile)
+            finally:  # the report, with its Profile tab when profiling worked
+                if not args.quiet:
+                    show_report(result.report)
 
     def _check(self, fn: Callable, fn_name: str, args: Any,
                marks: list[tuple[str, int]]) -> None:
@@ -415,7 +417,7 @@ class PrecompileMagics(Magics):
         if args.out:
             ns[args.out] = result
         self._remember_graph(forward, report)
-        if not args.quiet:
+        if not args.quiet and args.profile is None:  # --profile: shown once profiled
             show_report(report)
         return result, inputs
 

@@ -17,7 +17,7 @@ import ipywidgets as W
 from ._common import esc, human_seconds, make_uid, wrap
 from .graph import module_paths
 from .html import (TABS, graph_html, invariants_html, kernel_source_html, kernels_html,
-                   source_html, summary_html)
+                   profile_html, source_html, summary_html)
 
 __all__ = ["report_widget", "progress_widget", "StageProgress", "has_widget_frontend"]
 
@@ -103,8 +103,13 @@ def report_widget(data: dict[str, Any], *, node_budget: int = 400) -> W.Tab:
         _kernels_tab(data, uid),
         _html_tab(wrap(invariants_html(data, uid), uid + "-iw")),
     ]
+    titles = [title for _, title in TABS]
+    if isinstance(data.get("profile"), dict):  # profiled: time per module, the graph by time
+        children.append(_html_tab(wrap(profile_html(data, uid, node_budget=node_budget),
+                                       uid + "-pw")))
+        titles.append("Profile")
     tab = W.Tab(children=children)
-    tab.titles = tuple(title for _, title in TABS)
+    tab.titles = tuple(titles)
     return tab
 
 

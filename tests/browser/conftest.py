@@ -170,7 +170,7 @@ PROFILE_CELLS = [
     "narrow = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4))\n"
     "wide = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 4))\n"
     "x = torch.randn(8, 16)",
-    "%%precompile narrow x --backend eager --out a --profile 3\ndef step(model, x):\n"
+    "%%precompile narrow x --backend eager --out a --profile 20\ndef step(model, x):\n"
     "    loss = model(x).pow(2).mean()\n    loss.backward()\n    return loss.detach()",
     "%%precompile wide x --backend eager --out b --quiet\ndef step(model, x):\n"
     "    loss = model(x).pow(2).mean()\n    loss.backward()\n    return loss.detach()",

@@ -170,17 +170,22 @@ def test_screenshots_in_light_and_dark_theme_follow_the_theme(quickstart, violat
         set_theme(page, "JupyterLab Light")
 
 
-def test_profile_and_diff_outputs_in_jupyterlab(profile_diff):
-    """`%%precompile --profile` shows the profile under the report and `%precompile_diff a b`
-    the diff, both drawn by JupyterLab in a live kernel (no network)."""
+def test_profile_tab_and_diff_output_in_jupyterlab(profile_diff):
+    """`%%precompile --profile` shows the report with a Profile tab (time per module, the
+    graph coloured by time, drawn in the page) and `%precompile_diff a b` the diff, in a live
+    kernel (no network)."""
     page = profile_diff.page
     errors = page.locator('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.'
                           'stderr"]').all_inner_texts()
     assert not [t for t in errors if "Traceback" in t], errors
-    modules = page.locator("table.pcnb-profile-modules")
+    panel = _click_tab(_report(profile_diff), "Profile")
+    modules = panel.locator("table.pcnb-profile-modules")
     assert modules.count() == 1, outputs_text(page)[:2000]
     text = modules.inner_text()
     assert "model.0" in text and "(unattributed)" in text and "sum" in text
+    gx = panel.locator(".pcnb-gx")
+    gx.scroll_into_view_if_needed()
+    assert wait_drawn(gx) >= 0 and len(drawn_nodes(gx)) > 0
     # the diff: the shapes that changed, opened, and the highlighted python_code diff
     conv = page.locator(".jp-OutputArea-output details", has_text="Calling convention")
     assert conv.count() == 1 and conv.get_attribute("open") is not None

@@ -95,3 +95,15 @@ def test_live_progress_shows_a_spinner_then_each_stage_time():
     assert "lower</b> running…" in view.value
     p.finish(ok=False)
     assert "✗ lower failed" in view.value and "pcnb-spin" not in view.value.split("</style>")[1]
+
+
+def test_a_profiled_report_has_a_profile_tab_whose_graph_draws_in_the_browser(report_inductor):
+    from test_diff_profile import profile_data
+    data = copy.deepcopy(report_inductor)
+    data["profile"] = profile_data()
+    tab = report_widget(data)
+    assert tab.titles[-1] == "Profile" and len(tab.children) == 6
+    panel = tab.children[-1]
+    assert isinstance(panel, W.Output)  # an Output widget runs the explorer's script
+    html = panel.outputs[0]["data"]["text/html"]
+    assert "(unattributed)" in html and 'class="pcnb-gx"' in html
