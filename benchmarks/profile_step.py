@@ -24,15 +24,14 @@ from precompile_nb.core.report import report_data  # noqa: E402
 
 
 def _notebook_07_model() -> tuple[type, type]:
-    """Block and GPT exactly as notebook 07 defines them (its cell in notebooks/build.py, run
-    up to its model definitions): one source for the model the notebook teaches with."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "notebooks"))
-    import build as notebooks  # noqa: PLC0415 - notebooks/build.py, the notebooks' source
-
-    cell = next(src for kind, src in notebooks.NOTEBOOKS["07_small_gpt"]
-                if kind == "code" and "class Block(nn.Module)" in src)
+    """Block and GPT exactly as notebook 07 defines them: its model cell, read from the text
+    of notebooks/build.py (the notebooks' source; read, not imported, so that this runs where
+    only torch is installed), up to the line after its model definitions."""
+    text = (Path(__file__).resolve().parents[1] / "notebooks" / "build.py").read_text()
+    start = text.index("class Block(nn.Module):\n    def __init__(self, d, heads):")
+    cell = text[start:text.index("\ndevice = ", start)]
     ns = {"torch": torch, "nn": nn}
-    exec(cell[:cell.index("\ndevice = ")], ns)  # noqa: S102 - the repository's own notebook
+    exec(cell, ns)  # noqa: S102 - the repository's own notebook source
     return ns["Block"], ns["GPT"]
 
 
