@@ -99,6 +99,13 @@ def child(mode: str, name: str, workdir: str) -> dict:
     fn, args, inference = _workload(name)
     grad = torch.no_grad() if inference else contextlib.nullcontext()
     path = lambda f: os.path.join(workdir, f)  # noqa: E731
+
+    def save(stem: str, code: str, cache: bytes) -> None:  # a pair for the *_warm/_load run
+        open(path(stem + ".py"), "w").write(code)
+        open(path(stem + ".cache"), "wb").write(cache)
+
+    def read(stem: str) -> tuple[str, bytes]:
+        return open(path(stem + ".py")).read(), open(path(stem + ".cache"), "rb").read()
     res: dict = {"mode": mode, "torch": torch.__version__,
                  "import_torch_s": t_torch - T0}
     profiler = None
@@ -114,12 +121,11 @@ def child(mode: str, name: str, workdir: str) -> dict:
         with grad:
             code, cache = precompile(fn, *args)
         res["total_s"] = time.perf_counter() - t
-        open(path("nb.py"), "w").write(code)
-        open(path("nb.cache"), "wb").write(cache)
+        save("nb", code, cache)
     elif mode == "nb_warm":
         from precompile_nb import precompile
 
-        code, cache = open(path("nb.py")).read(), open(path("nb.cache"), "rb").read()
+        code, cache = read("nb")
         t_import = time.perf_counter()
         f = precompile.load(code, cache)
         t_load = time.perf_counter()
@@ -153,10 +159,9 @@ def child(mode: str, name: str, workdir: str) -> dict:
             with grad:
                 code, cache = pc(fn, *args)
             res["total_s"] = time.perf_counter() - t
-            open(path("ref.py"), "w").write(code)
-            open(path("ref.cache"), "wb").write(cache)
+            save("ref", code, cache)
         else:
-            f = pc.load(open(path("ref.py")).read(), open(path("ref.cache"), "rb").read())
+            f = pc.load(*read("ref"))
             with grad:
                 f(*args)
             res["total_s"] = time.perf_counter() - t

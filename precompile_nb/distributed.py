@@ -37,7 +37,7 @@ import torch
 import torch.distributed as dist
 
 from .core import _compat
-from .core.convention import decode
+from .core.convention import decode, mesh_text
 from .core.errors import PrecompileError
 from .core.load import read_meta
 
@@ -67,7 +67,7 @@ def precompile_on_one_rank(fn: Callable, *example_inputs: Any, src: int = 0,
     saves NAME.py / NAME.cache there and the others read them; otherwise the pair travels
     through the process group. Every rank must call it (it is a collective)."""
     from .core import precompile
-    from .core.store import load_pair, save_pair
+    from .core.store import save_pair
 
     if not dist.is_available() or not dist.is_initialized():
         raise PrecompileError(
@@ -86,8 +86,7 @@ def precompile_on_one_rank(fn: Callable, *example_inputs: Any, src: int = 0,
             code, cache = precompile(fn, *example_inputs, **options)
             if directory is not None:
                 save_pair(directory, name, code, cache)
-            status = {"sha256": hashlib.sha256(code.encode()).hexdigest(), "world": world,
-                      "device_index": _device_index(code)}
+            status = {"sha256": hashlib.sha256(code.encode()).hexdigest(), "world": world}
         except Exception as e:  # noqa: BLE001 - every rank must learn of it, then it is raised
             status = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"}
             _broadcast(status, None if directory else ("", b""), src, group)
@@ -113,8 +112,7 @@ def precompile_on_one_rank(fn: Callable, *example_inputs: Any, src: int = 0,
             code, cache = pair
         check_pair_for_this_rank(code, example_inputs, world_size=world,
                                  src_world_size=status["world"])
-    forward = (load_pair(directory, name) if directory is not None and rank != src
-               else precompile.load(code, cache))
+    forward = precompile.load(code, cache)  # the pair in hand: read and checked once
     return SharedArtifact(forward=forward, python_code=code, cache=cache,
                           compiled_here=rank == src, src=src,
                           seconds=time.perf_counter() - t0)
@@ -127,7 +125,8 @@ def check_pair_for_this_rank(python_code: str, example_inputs: Sequence[Any], *,
     CUDA device index. A mismatch is a PrecompileError (invariant 6) naming both."""
     if src_world_size is not None and src_world_size != world_size:
         raise _mismatch("world size", src_world_size, world_size)
-    conv = decode(read_meta(python_code))
+    meta = read_meta(python_code)
+    conv = decode(meta)
     meshes = _meshes_of(example_inputs)
     wanted = set()
     for k, rec in enumerate(conv.meshes):
@@ -136,9 +135,10 @@ def check_pair_for_this_rank(python_code: str, example_inputs: Sequence[Any], *,
             raise _mismatch(f"device mesh #{k}", f"{list(rec.shape)} (world size >= "
                             f"{math.prod(rec.shape)})", f"world size {world_size}")
     if meshes != wanted:  # this rank's DTensor inputs live on other meshes
-        text = lambda ms: ", ".join(_mesh_text(m) for m in sorted(ms, key=str)) or "none"  # noqa: E731
+        text = lambda ms: ", ".join(mesh_text(*m) for m in sorted(ms, key=str)) or "none"  # noqa: E731
         raise _mismatch("device mesh", text(wanted), text(meshes))
-    index = _device_index(python_code)
+    cuda = any(s.device.startswith("cuda") for s in conv.inputs)
+    index = meta["device_index"] if cuda and meta["backend"] == "inductor" else None
     if index is not None and torch.cuda.is_available() and torch.cuda.current_device() != index:
         raise PrecompileError(
             f"the pair's kernels were built for cuda:{index}; this rank uses "
@@ -159,10 +159,6 @@ def _mismatch(what: str, want: Any, got: Any) -> PrecompileError:
              "not fit this one")
 
 
-def _mesh_text(m: tuple[str, tuple[int, ...], Any]) -> str:
-    return f"{m[0]} {list(m[1])}" + (f" {list(m[2])}" if m[2] else "")
-
-
 def _meshes_of(example_inputs: Sequence[Any]) -> set[tuple[str, tuple[int, ...], Any]]:
     """(device type, shape, dim names) of every mesh this rank's DTensor inputs live on."""
     found = set()
@@ -178,14 +174,6 @@ def _meshes_of(example_inputs: Sequence[Any]) -> set[tuple[str, tuple[int, ...],
             found.add((m.device_type, tuple(m.shape),
                        None if m.mesh_dim_names is None else tuple(m.mesh_dim_names)))
     return found
-
-
-def _device_index(python_code: str) -> int | None:
-    """The CUDA device the pair's kernels were built for; None without CUDA kernels."""
-    meta = read_meta(python_code)
-    conv = decode(meta)
-    cuda = any(s.device.startswith("cuda") for s in conv.inputs)
-    return meta["device_index"] if cuda and meta.get("backend") == "inductor" else None
 
 
 def _broadcast(status: dict | None, pair: tuple[str, bytes] | None, src: int, group: Any

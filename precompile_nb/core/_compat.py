@@ -672,17 +672,11 @@ def dtensor_mesh(t: torch.Tensor) -> Any:
     return t._spec.mesh
 
 
-def placement_text(p: Any) -> str | None:
-    """A placement as the artifact writes it ("Shard(0)", "Replicate()", "Partial(sum)");
-    None for one it does not carry (_StridedShard of FSDP2 + TP, a norm Partial)."""
+def is_carried_placement(p: Any) -> bool:
+    """Shard, Replicate and Partial are what an artifact carries (convention.placement_text);
+    not _StridedShard (FSDP2 + TP) or a norm Partial."""
     from torch.distributed.tensor import Partial, Replicate, Shard
-    if type(p) is Shard:
-        return f"Shard({p.dim})"
-    if type(p) is Replicate:
-        return "Replicate()"
-    if type(p) is Partial:
-        return f"Partial({p.reduce_op})"
-    return None
+    return type(p) in (Shard, Replicate, Partial)
 
 
 def mesh_groups(mesh: Any) -> list[str]:

@@ -844,6 +844,7 @@ class _PcDT:
     layout: object  # PcDTensor
     placements: tuple  # torch Placement objects
     where: str
+    from_local: object  # DTensor.from_local, looked up once at load (not per call)
 
 
 class _PcState:
@@ -1100,8 +1101,10 @@ def _pc_placements(texts, Err, at):
 
 
 def _pc_dt(index, layout, where, Err, at):
+    from torch.distributed.tensor import DTensor
     return _PcDT(index=index, layout=layout, where=where,
-                 placements=_pc_placements(layout.placements, Err, at + "['dtensor']"))
+                 placements=_pc_placements(layout.placements, Err, at + "['dtensor']"),
+                 from_local=DTensor.from_local)
 
 
 def _pc_unwrap(p, st, flat):
@@ -1131,6 +1134,7 @@ def _pc_unwrap(p, st, flat):
 
 
 def _pc_placement_text(x):
+    """A placement as the artifact writes it: "Shard(0)", "Replicate()", "Partial(sum)"."""
     name = type(x).__name__
     if name == "Shard":
         return f"Shard({x.dim})"
@@ -1140,6 +1144,7 @@ def _pc_placement_text(x):
 
 
 def _pc_mesh_text(device_type, shape, dim_names):
+    """A device mesh for people: "cuda [2, 4] ['dp', 'tp']"."""
     return f"{device_type} {list(shape)}" + (f" {list(dim_names)}" if dim_names else "")
 
 
@@ -1191,10 +1196,9 @@ def _pc_check_dtensor(p, dt, t):
 
 
 def _pc_wrap(dt, local, meshes):
-    from torch.distributed.tensor import DTensor
     lay = dt.layout
-    return DTensor.from_local(local, meshes[lay.mesh], dt.placements, run_check=False,
-                              shape=_pc_torch.Size(lay.shape), stride=lay.stride)
+    return dt.from_local(local, meshes[lay.mesh], dt.placements, run_check=False,
+                         shape=_pc_torch.Size(lay.shape), stride=lay.stride)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from torch.utils import _pytree as pytree
 from . import _compat
 from .convention import (AliasOut, Constant, ConstArg, ConstOut, Convention, DTensorLayout,
                          GraphOut, Guard, Leaf, Mesh, ModuleArg, PytreeArg, TensorArg,
-                         TensorInput, WriteBack, dense_order, find_class)
+                         TensorInput, WriteBack, dense_order, find_class, placement_text)
 from .errors import PrecompileError, user_frame
 from .schemas import Captured, GraphNodeInfo
 
@@ -292,7 +292,8 @@ class _Lifted:
                 device_type=mesh.device_type, shape=tuple(mesh.shape),
                 dim_names=None if mesh.mesh_dim_names is None else tuple(mesh.mesh_dim_names),
                 groups=tuple(_compat.mesh_groups(mesh))))
-        texts = [_compat.placement_text(p) for p in t.placements]
+        texts = [placement_text(p) if _compat.is_carried_placement(p) else None
+                 for p in t.placements]
         if None in texts:
             P.add(PrecompileError(
                 f"{where}: a DTensor placement the artifact cannot carry", invariant=3,

@@ -43,6 +43,9 @@ from ._driver import PcWriteBack as WriteBack
 dense_order = _driver._pc_dense_order
 # a class by module and qualified name, as an artifact finds a namedtuple again at load
 find_class = _driver._pc_find_class
+# how an artifact writes a DTensor placement and shows a device mesh (one text everywhere)
+placement_text = _driver._pc_placement_text
+mesh_text = _driver._pc_mesh_text
 
 Argument = Union[ModuleArg, TensorArg, ConstArg, PytreeArg]
 Output = Union[GraphOut, InputOut, AliasOut, ConstOut]
@@ -50,7 +53,8 @@ Output = Union[GraphOut, InputOut, AliasOut, ConstOut]
 __all__ = ["AliasOut", "Argument", "ARTIFACT_FORMAT", "ARTIFACT_VERSION", "ConstArg",
            "ConstOut", "Constant", "Convention", "DTensorLayout", "GraphOut", "Guard", "InputOut", "Leaf",
            "Mesh", "ModuleArg", "Output", "PytreeArg", "TensorArg", "TensorInput", "WriteBack",
-           "decode", "dense_order", "find_class", "schema_fingerprint"]
+           "decode", "dense_order", "find_class", "mesh_text", "placement_text",
+           "schema_fingerprint"]
 
 # Note [artifact version]
 #   ARTIFACT_VERSION names the shape of what the package reads out of an artifact without

@@ -12,6 +12,7 @@ import torch
 
 from ._driver import _PC_INVARIANTS
 from .cache import read_tag
+from .convention import mesh_text
 from .emit import section_lines
 from .errors import PrecompileError
 from .schemas import Artifact
@@ -91,9 +92,9 @@ def _dtensor_row(layout: Any, meshes: tuple) -> dict[str, Any] | None:
     if layout is None:
         return None
     mesh = meshes[layout.mesh]
-    text = f"{mesh.device_type} {list(mesh.shape)}" + (
-        f" {list(mesh.dim_names)}" if mesh.dim_names else "")
-    return {"placements": list(layout.placements), "mesh": text, "shape": list(layout.shape),
+    return {"placements": list(layout.placements),
+            "mesh": mesh_text(mesh.device_type, mesh.shape, mesh.dim_names),
+            "shape": list(layout.shape),
             "stride": list(layout.stride), "groups": list(mesh.groups)}
 
 
