@@ -305,6 +305,114 @@ def inductor_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
     return seen["source"], seen["gm"], compiled
 
 
+@contextlib.contextmanager
+def recording_triton_launchers() -> Iterator[None]:
+    """While Inductor compiles for CUDA: tag each Triton launcher it builds with the compile
+    result it came from (2.11-2.14: CompileResult._gen_launcher_code(scope, def_args,
+    runner_args) makes every kernel's launcher, static or not), so that
+    triton_launch_records can read how the chosen binary of each kernel is launched."""
+    try:
+        from torch._inductor.runtime import triton_heuristics as th
+
+        original = th.CompileResult._gen_launcher_code
+    except (ImportError, AttributeError):  # another Inductor: no records, load compiles
+        yield
+        return
+
+    def gen_launcher_code(self: Any, scope: Any, def_args: Any, runner_args: Any) -> Any:
+        launcher = original(self, scope, def_args, runner_args)
+        launcher._pc_compile_result = self
+        return launcher
+
+    th.CompileResult._gen_launcher_code = gen_launcher_code
+    try:
+        yield
+    finally:
+        th.CompileResult._gen_launcher_code = original
+
+
+def triton_launch_records(kernel_vars: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """How to launch each Triton kernel of the module just compiled (and autotuned) without
+    Triton or Inductor: {variable: record} for the variables `kernel_vars` of Inductor's module
+    (`<var> = async_compile.triton(...)`). A record is what torch's static CUDA launcher needs
+    for the one binary the kernel runs, {"function", "hash", "num_warps", "shared",
+    "arg_types", "scratch", "def_args", "call_args", "grid", "device", "cc"}, or {"why": ...}
+    when the warm path cannot launch it (more than one configuration left, TMA, ...).
+    Call inside recording_triton_launchers' compile, before the compile's caches are gone."""
+    if not kernel_vars:
+        return {}
+    from torch._inductor.codecache import PyCodeCache
+    from torch._inductor.runtime import triton_heuristics as th
+
+    modules = [*getattr(PyCodeCache, "modules", ()),
+               *getattr(PyCodeCache, "modules_no_attr", {}).values()]
+    module = next((m for m in modules
+                   if all(isinstance(getattr(m, v, None), th.CachingAutotuner)
+                          for v in kernel_vars)), None)
+    if module is None:
+        return {v: {"why": "Inductor's module was not found after the compile"}
+                for v in kernel_vars}
+    return {v: _launch_record(getattr(module, v), th) for v in kernel_vars}
+
+
+def _launch_record(autotuner: Any, th: Any) -> dict[str, Any]:
+    """One kernel's launch record (triton_launch_records). Mirrors, per version 2.11-2.14,
+    StaticTritonCompileResult.make_launcher: the same def args, the same call args (every
+    constexpr dropped: the cubin has them baked in), the same grid expressions."""
+    if len(autotuner.launchers) != 1:
+        return {"why": f"{len(autotuner.launchers)} configurations are left: it is autotuned at "
+                       "its first call (precompile autotunes only static-size graphs without "
+                       "collectives)"}
+    launcher = autotuner.launchers[0]
+    result = getattr(launcher, "_pc_compile_result", None)
+    if result is None:
+        return {"why": "its launcher was not built by this compile"}
+    kernel = result.kernel
+    try:
+        if not type(kernel).__name__.startswith("StaticallyLaunched"):
+            # Inductor launches this one through Triton (e.g. its cubin file name was
+            # shortened by Triton, so Inductor did not find it): the binary is the same
+            meta = kernel.metadata
+            if getattr(meta, "launch_pdl", False) or getattr(meta, "launch_cooperative_grid",
+                                                              False):
+                return {"why": "it needs launch attributes (PDL or a cooperative grid)"}
+            kernel._cubin_path = ""  # read by the constructor; we load the cache's copy
+            kernel = _static_cuda_kernel_class()(kernel)
+        _, def_args, none_args = result._get_arg_lists(kernel.arg_names,
+                                                       kernel.declared_constexprs)
+        call_args = [a for i, a in enumerate(kernel.arg_names)
+                     if i not in kernel.full_constexprs and a not in none_args]
+        grid = th.GridExpr.from_meta(result.inductor_meta, result.config)
+        scratch = int(bool(kernel.has_global_scratch)) + int(bool(kernel.has_profile_scratch))
+        import inspect
+
+        signature = list(inspect.signature(launcher).parameters)
+        if signature != [*def_args, "stream"]:
+            return {"why": f"its launcher takes {signature}, not {[*def_args, 'stream']}"}
+        props = autotuner.device_props
+        return {"function": str(kernel.name), "hash": str(kernel.hash),
+                "num_warps": int(kernel.num_warps), "shared": int(kernel.shared),
+                "arg_types": str(kernel.arg_tys) + "O" * scratch, "scratch": scratch,
+                "def_args": [str(a) for a in def_args], "call_args": [str(a) for a in call_args],
+                "grid": {"prefix": [str(p) for p in grid.prefix], "x": str(grid.x_grid),
+                         "y": str(grid.y_grid), "z": str(grid.z_grid)},
+                "device": int(result.compile_meta.get("device") or 0),
+                "cc": int(props.cc)}  # DeviceProperties.cc: 90 for sm_90, as cuda_capability
+    except (NotImplementedError, AttributeError, KeyError, TypeError, ValueError,
+            RuntimeError) as e:
+        return {"why": f"torch's static launcher cannot launch it ({type(e).__name__}: "
+                       f"{str(e)[:160]})"}
+
+
+def _static_cuda_kernel_class() -> Any:
+    try:  # 2.11-2.13 name
+        from torch._inductor.runtime.static_triton_launcher import StaticallyLaunchedCudaKernel
+    except ImportError:
+        from torch._inductor.runtime.static_cuda_launcher import (  # type: ignore[no-redef]
+            StaticallyLaunchedCudaKernel)
+    return StaticallyLaunchedCudaKernel
+
+
 def autotune_now(compiled: Callable, example_inputs: Sequence[Any]) -> None:
     """Run a freshly compiled CUDA graph once, inside its private compile cache, so that
     Inductor's autotuner benchmarks every multi-config Triton kernel now and writes its
@@ -450,9 +558,12 @@ def inductor_cache_dir() -> str:
 
 
 def triton_cache_dir(device_index: int) -> str:
-    from torch._inductor.runtime.cache_dir_utils import triton_cache_dir as _tcd
-
-    return _tcd(device_index)
+    """torch._inductor.runtime.cache_dir_utils.triton_cache_dir without importing
+    torch._inductor (2.11-2.14): TRITON_CACHE_DIR, else <inductor cache dir>/triton/<device>."""
+    directory = os.getenv("TRITON_CACHE_DIR")
+    if directory is not None:
+        return directory
+    return os.path.join(light_inductor_cache_dir(), "triton", str(device_index))
 
 
 def relocate_cache_file(root: str, rel: str, data: bytes, dest: str) -> bytes:
@@ -842,6 +953,48 @@ def load_cpp_kernel(path: str, key: str) -> Callable:
     return module.kernel
 
 
+def can_launch_cubins() -> str | None:
+    """Why this process cannot launch cached cubins itself, or None when it can (a CUDA
+    build of torch with its static launcher, torch._C._StaticCudaLauncher, 2.8+)."""
+    if not hasattr(torch._C, "_StaticCudaLauncher"):
+        return "this torch has no static CUDA launcher (torch._C._StaticCudaLauncher)"
+    if not torch.cuda.is_available():
+        return "CUDA is not available in this process"
+    return None
+
+
+def cuda_capability(device_index: int) -> int:
+    """The compute capability of a GPU as Inductor writes it (90 for sm_90)."""
+    major, minor = torch.cuda.get_device_capability(device_index)
+    return major * 10 + minor
+
+
+def load_cubin(path: str, function: str, shared: int, device_index: int) -> Any:
+    """The handle of one kernel of a cubin file, loaded by torch's static CUDA launcher
+    (2.11-2.12 return (function, n_regs, n_spills), 2.13+ (module, function, n_regs,
+    n_spills)). Like Inductor's, the module stays loaded for the life of the process."""
+    torch.cuda.init()
+    return torch._C._StaticCudaLauncher._load_kernel(path, function, shared, device_index)[-3]
+
+
+def launch_cubin() -> Callable[..., None]:
+    """_launch_kernel(function, grid_x, grid_y, grid_z, num_warps, shared, arg_types, args,
+    stream) of torch's static CUDA launcher (2.8+)."""
+    return torch._C._StaticCudaLauncher._launch_kernel
+
+
+def profiler_module() -> Any:
+    """torch.autograd.profiler, whose `_is_profiler_enabled` Inductor's kernels read per
+    launch (2.11-2.14)."""
+    return torch.autograd.profiler
+
+
+def record_function_fast() -> Any:
+    """torch._C._profiler._RecordFunctionFast: the profiler range Inductor opens around each
+    Triton launch while a profiler runs (2.11-2.14)."""
+    return torch._C._profiler._RecordFunctionFast
+
+
 # What Inductor's generated CPU module imports from torch._inductor, name by name (2.11-2.14:
 # PythonWrapperCodegen.write_header and CppWrapper's; checked on 2.13's inference and
 # training modules). The warm load serves exactly these; a module that imports anything else
@@ -852,14 +1005,18 @@ WARM_IMPORTS: dict[str, frozenset[str]] = {
     "torch._inductor.codegen.memory_planning": frozenset({"_align"}),
     "torch._inductor.async_compile": frozenset({"AsyncCompile"}),
     "torch._inductor.select_algorithm": frozenset({"extern_kernels"}),
+    # CUDA modules (Triton kernels): the bandwidth-profiling markers, imported always, called
+    # only in modules compiled with profile_bandwidth (the warm path refuses those)
+    "torch._inductor.runtime.triton_heuristics": frozenset({"start_graph", "end_graph"}),
 }
 
 
 def warm_module_attrs(async_compile: Callable, extern_kernels: Any) -> dict[str, dict[str, Any]]:
     """The objects a warm load hands the generated module for the imports in WARM_IMPORTS:
     the caller's AsyncCompile and extern_kernels, and light copies of three small helpers
-    that behave as Inductor's do (2.11-2.14)."""
+    that behave as Inductor's do (2.11-2.14); `triton` for the module's plain imports."""
     import sys
+    import types
 
     hooks = sys.modules.get("torch._inductor.hooks")
     return {
@@ -871,7 +1028,16 @@ def warm_module_attrs(async_compile: Callable, extern_kernels: Any) -> dict[str,
         "torch._inductor.codegen.memory_planning": {"_align": _align},
         "torch._inductor.async_compile": {"AsyncCompile": async_compile},
         "torch._inductor.select_algorithm": {"extern_kernels": extern_kernels},
+        "torch._inductor.runtime.triton_heuristics": {"start_graph": _no_graph_marker,
+                                                      "end_graph": _no_graph_marker},
+        # `import triton` / `import triton.language as tl`: the module names them, only the
+        # kernel sources (strings the warm path never compiles) use them
+        "triton": {"language": types.SimpleNamespace()},
     }
+
+
+def _no_graph_marker(*args: Any, **kwargs: Any) -> None:
+    raise RuntimeError("precompile_nb: start_graph/end_graph called on the warm path")
 
 
 def _no_intermediate_hooks(name: str, value: Any) -> None:

@@ -19,6 +19,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 import struct
 import tempfile
 import zlib
@@ -202,6 +203,7 @@ def install(files: list[tuple[str, str, bytes]], device_index: int) -> tuple[int
     if any(r == "triton" for r, _, _ in files):
         roots["triton"] = _compat.triton_cache_dir(device_index)
     written = present = 0
+    made: set[str] = set()  # directories known to exist (one makedirs each, not one a file)
     for root, rel, data in files:
         dest = os.path.join(roots[root], *rel.split("/"))
         data = _compat.relocate_cache_file(root, rel, data, dest)
@@ -209,7 +211,10 @@ def install(files: list[tuple[str, str, bytes]], device_index: int) -> tuple[int
             if _same_bytes(dest, data):
                 present += 1
                 continue
-            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            parent = os.path.dirname(dest)
+            if parent not in made:
+                os.makedirs(parent, exist_ok=True)
+                made.add(parent)
             _write_atomic(dest, data)
         except OSError as e:
             raise PrecompileError("could not install the cache's compiled binaries",
@@ -223,8 +228,12 @@ def install(files: list[tuple[str, str, bytes]], device_index: int) -> tuple[int
 
 
 def _same_bytes(path: str, data: bytes) -> bool:
-    # size first (cheap); then the bytes, so a same-size damaged file is repaired, not trusted
-    if not os.path.isfile(path) or os.path.getsize(path) != len(data):
+    # size first (one stat); then the bytes, so a same-size damaged file is repaired, not trusted
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    if not stat.S_ISREG(st.st_mode) or st.st_size != len(data):
         return False
     with open(path, "rb") as f:
         return f.read() == data

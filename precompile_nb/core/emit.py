@@ -91,7 +91,8 @@ def emit(c: Captured, lw: Lowered) -> str:
 
 def _warm_section(lw: Lowered) -> list[str]:
     """The _PC_WARM literal (Note [warm load]), or nothing when the module has no kernel."""
-    record = warm.record(lw.source, lw.files) if lw.backend == "inductor" else None
+    record = (warm.record(lw.source, lw.files, dict(lw.launches))
+              if lw.backend == "inductor" else None)
     if record is None:
         return []
     return [f"{warm.WARM_NAME} = " + pprint.pformat(record, width=100, sort_dicts=False), ""]

@@ -15,10 +15,12 @@ What a cache does on load (documented policy):
 
 Which path runs python_code (forward.__precompile_load__["path"] and ["reason"]):
   "warm"      the cache is in place and the module asks Inductor for nothing but its cached
-              C++ kernels: they are imported directly, no compiler module is imported and no
-              process started (Note [warm load] in warm.py)
-  "compile"   anything else (no cache, another torch build, Triton kernels, an artifact made
-              before _PC_WARM): Inductor looks up, or compiles, every kernel as it always did
+              C++ kernels and Triton cubins: the libraries are imported and the cubins
+              launched directly, no compiler module is imported and no process started
+              (Notes [warm load] and [warm CUDA load] in warm.py)
+  "compile"   anything else (no cache, another torch build or GPU architecture, a kernel
+              autotuned at its first call, an artifact made before _PC_WARM): Inductor looks
+              up, or compiles, every kernel as it always did
 
 What python_code does on load: it must parse and hold the _PC_META literal (checked by AST,
 before anything runs); then it is executed. Any exception while compiling or executing it
@@ -94,6 +96,11 @@ def _read(python_code: str) -> tuple[ast.Module, dict[str, Any]]:
                               "convention metadata)", invariant=7, stage="load",
                               where="python_code", expected=f"a module-level {META_NAME} = {{...}}",
                               actual="not found", hint=_NOT_ARTIFACT)
+    return tree, _checked(meta)
+
+
+def _checked(meta: Any) -> dict[str, Any]:
+    """The metadata literal, its header and every field of its convention checked."""
     required = {"format", "version", "backend", "torch"}
     if not isinstance(meta, dict) or not required <= set(meta):
         raise PrecompileError("the artifact's metadata is incomplete", invariant=7,
@@ -116,7 +123,43 @@ def _read(python_code: str) -> tuple[ast.Module, dict[str, Any]]:
                                   stage="load", where=f"{META_NAME}[{key!r}]", expected=want,
                                   actual=repr(meta[key])[:80], hint=_NOT_ARTIFACT)
     decode(meta)  # every nested field, before anything runs (invariant 7)
-    return tree, meta
+    return meta
+
+
+def _read_fast(python_code: str) -> tuple[dict[str, Any], Any] | None:
+    """(metadata, _PC_WARM) read from the text of the two statements alone, as emit writes
+    them (`NAME = <literal>` at the start of a line, continued by indented lines): a warm load
+    then never builds the syntax tree of the whole module (a GPT step's is ~450 KB). None when
+    python_code is not laid out so; `_read` then parses it all and says what is wrong."""
+    if not isinstance(python_code, str):
+        return None
+    try:
+        meta = _literal_statement(python_code, META_NAME)
+        if not isinstance(meta, dict):
+            return None
+        return _checked(meta), _literal_statement(python_code, warm.WARM_NAME)
+    except PrecompileError:
+        return None
+    except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError, IndexError,
+            AttributeError):
+        return None
+
+
+def _literal_statement(python_code: str, name: str) -> Any:
+    """The literal assigned by the line-start statement `name = ...`; None if there is none."""
+    start = python_code.find(f"\n{name} = ")
+    if start < 0:
+        return None
+    start += 1
+    end = python_code.find("\n", start)
+    while end != -1 and python_code[end + 1:end + 2] in (" ", "\t"):
+        end = python_code.find("\n", end + 1)
+    with _AST_LOCK:
+        node = ast.parse(python_code[start:] if end == -1 else python_code[start:end]).body[0]
+    if not (isinstance(node, ast.Assign) and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name) and node.targets[0].id == name):
+        raise ValueError(name)
+    return ast.literal_eval(node.value)
 
 
 def load(python_code: str, cache: bytes | None = None) -> Callable[..., Any]:
@@ -143,12 +186,18 @@ def load(python_code: str, cache: bytes | None = None) -> Callable[..., Any]:
 
 
 def _load(python_code: str, cache: bytes | None) -> Callable[..., Any]:
-    tree, meta = _read(python_code)
+    fast = _read_fast(python_code)
+    if fast is None:
+        tree, meta = _read(python_code)
+        record = _warm_record(tree)
+    else:
+        tree, (meta, record) = None, fast
     fn_name = meta["fn_name"]
     warnings.warn(f"precompile.load executes python_code of `{fn_name}` as code: only load "
                   "artifacts you trust (invariant 7)", UserWarning, stacklevel=3)
     stats = {"cache_files": 0, "written": 0, "present": 0, "used": False}
     cached: set[str] = set()  # relative paths of the inductor files the cache installed
+    cached_triton: set[str] = set()  # and of its triton files
     why_not = "no cache: Inductor compiles the kernels now"
     # None or empty bytes: no cache. Anything else must be an envelope (read_tag says so
     # when it is not even bytes: a falsy 0 or "" is not silently "no cache").
@@ -182,18 +231,29 @@ def _load(python_code: str, cache: bytes | None) -> Callable[..., Any]:
                     files, meta["device_index"])
             stats["used"] = True
             cached = {rel for root, rel, _ in files if root == "inductor"}
-    plan = _plan(tree, stats["used"], why_not, cached)
+            cached_triton = {rel for root, rel, _ in files if root == "triton"}
+    calls = warm.recorded_calls(record)
+    if calls is None and tree is None:  # no recorded scan (eager backend, older artifact)
+        tree, _ = _read(python_code)
+    plan = warm.plan(calls if calls is not None else _graph_section(tree), record,
+                     cache_used=stats["used"], no_cache_reason=why_not, cached_files=cached,
+                     cached_triton=cached_triton,
+                     triton_dir=(_compat.triton_cache_dir(meta["device_index"])
+                                 if cached_triton else ""))
     stats["path"], stats["reason"] = plan.path, plan.reason
     filename = f"<precompile_nb artifact {fn_name} #{next(_counter)}>"
     # register the source so tracebacks through the artifact show its lines
     linecache.cache[filename] = (len(python_code), None, python_code.splitlines(True), filename)
+    code = None
     try:
         # dont_inherit: compiled as in a fresh process, whatever this module's __future__;
-        # from the tree already parsed (the parse is half the cost), under the parse lock
-        with _AST_LOCK:
-            code = compile(tree, filename, "exec", dont_inherit=True)
+        # from the tree when it was parsed (the parse is half the cost), else from the text
+        code = _compile(tree, python_code, filename)
         ns = _execute(code, fn_name, plan, stats)
     except Exception as e:
+        if code is None and isinstance(e, PrecompileError):  # does not parse: as _read says
+            linecache.cache.pop(filename, None)
+            raise
         err = _exec_failed(e, filename)  # reads the failing line from linecache
         linecache.cache.pop(filename, None)
         raise err from e
@@ -211,35 +271,59 @@ def _load(python_code: str, cache: bytes | None) -> Callable[..., Any]:
     return forward
 
 
-def _plan(tree: ast.Module, cache_used: bool, why_not: str, cached: set[str]) -> warm.WarmPlan:
-    """The path python_code runs on (Note [warm load]): its graph section is every statement
-    before the metadata literal; _PC_WARM follows that literal."""
-    graph: list[ast.stmt] = []
-    record = None
+def _graph_section(tree: ast.Module) -> list[ast.stmt]:
+    """The statements of python_code's graph section: every one before the metadata literal."""
     for i, node in enumerate(tree.body):
-        if (isinstance(node, ast.Assign) and len(node.targets) == 1
-                and isinstance(node.targets[0], ast.Name) and node.targets[0].id == META_NAME):
-            graph = tree.body[:i]
+        if _assigns(node, META_NAME):
+            return tree.body[:i]
+    return []
+
+
+def _warm_record(tree: ast.Module) -> Any:
+    """The _PC_WARM literal (Note [warm load]), which follows the metadata literal; None if
+    absent or not a literal (then plan says it found none, and compiles)."""
+    for i, node in enumerate(tree.body):
+        if _assigns(node, META_NAME):
             for after in tree.body[i + 1:i + 3]:
-                if (isinstance(after, ast.Assign) and isinstance(after.targets[0], ast.Name)
-                        and after.targets[0].id == warm.WARM_NAME):
+                if _assigns(after, warm.WARM_NAME):
                     try:
-                        record = ast.literal_eval(after.value)
+                        return ast.literal_eval(after.value)  # type: ignore[attr-defined]
                     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-                        record = None  # then plan says it found none, and compiles
-            break
-    return warm.plan(graph, record, cache_used=cache_used, no_cache_reason=why_not,
-                     cached_files=cached)
+                        return None
+            return None
+    return None
+
+
+def _assigns(node: ast.stmt, name: str) -> bool:
+    return (isinstance(node, ast.Assign) and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name) and node.targets[0].id == name)
+
+
+def _compile(tree: ast.Module | None, python_code: str, filename: str) -> Any:
+    """python_code compiled, under the parse lock. Compiled from the text, a syntax error is
+    the same PrecompileError `_read` gives; and the metadata read from the text must be the
+    module's own (a module-level name), or `_read` decides."""
+    with _AST_LOCK:
+        if tree is not None:
+            return compile(tree, filename, "exec", dont_inherit=True)
+        try:
+            code = compile(python_code, filename, "exec", dont_inherit=True)
+        except (SyntaxError, ValueError, MemoryError, RecursionError):
+            code = None
+    if code is None or META_NAME not in code.co_names:
+        return _compile(_read(python_code)[0], python_code, filename)  # raises if broken
+    return code
 
 
 def _execute(code: Any, fn_name: str, plan: warm.WarmPlan, stats: dict) -> dict[str, Any]:
     """Execute python_code on the planned path; returns its namespace. Should a warm load
     fail to import a cached kernel library (ImportError / OSError: a missing system library,
-    a noexec cache dir), it says so with a RuntimeWarning and runs the compile path."""
+    a noexec cache dir) or to load a cubin (RuntimeError from the CUDA driver), it says so
+    with a RuntimeWarning and runs the compile path."""
     if plan.path == "warm":
         try:
             return _exec_in(code, fn_name, plan.imports, contextlib.nullcontext())
-        except (ImportError, OSError) as e:
+        except (ImportError, OSError, RuntimeError) as e:  # RuntimeError: a cubin load
             stats["path"] = "compile"
             stats["reason"] = f"the warm path failed ({type(e).__name__}: {str(e)[:200]})"
             warnings.warn(f"precompile.load of `{fn_name}`: {stats['reason']}; compiling the "

@@ -10,6 +10,7 @@ Turns the captured ATen graph into a Python module section that defines `call(ar
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
 import os
 import re
@@ -17,7 +18,7 @@ import time
 
 import torch
 
-from . import _compat
+from . import _compat, warm
 from .convention import AliasOut, GraphOut, InputOut, WriteBack
 from .errors import PrecompileError
 from .schemas import Captured, KernelInfo, Lowered
@@ -112,7 +113,10 @@ def _lower_inductor(c: Captured) -> Lowered:
         # every result is an input, a view of one, or a value: nothing to compile
         return Lowered(backend="inductor", source=_NOTHING_TO_COMPUTE, convention=convention,
                        kernels=(), files=(), seconds=time.perf_counter() - t0)
-    with _compat.private_compile_cache() as cache_dir:
+    cuda = any(isinstance(t, torch.Tensor) and t.device.type == "cuda" for t in fake_inputs)
+    launches: dict[str, dict] = {}
+    with _compat.private_compile_cache() as cache_dir, (
+            _compat.recording_triton_launchers() if cuda else contextlib.nullcontext()):
         try:
             source, inner_gm, compiled = _compat.inductor_compile(
                 fgm, fake_inputs, dynamic=c.tracing_mode != "fake")
@@ -120,13 +124,15 @@ def _lower_inductor(c: Captured) -> Lowered:
             raise _lowering_error(c, e) from e
         if _autotune_at_precompile(c, fgm, fake_inputs):
             _compat.autotune_now(compiled, fake_inputs)
+        if cuda:  # how the warm load launches each kernel's one binary (Note [warm CUDA load])
+            launches = _compat.triton_launch_records(warm.triton_kernel_vars(source))
         files = _collect_files(cache_dir)
         if any(rel.endswith(".so") for root, rel, _ in files if root == "inductor"):
             files = _with_isa_probes(files, cache_dir)
     source = _compat.strip_inductor_main(source)
     return Lowered(backend="inductor", source=source, convention=convention,
                    kernels=tuple(parse_kernels(source, _op_names(inner_gm, fgm))),
-                   files=tuple(files), seconds=time.perf_counter() - t0)
+                   files=tuple(files), seconds=time.perf_counter() - t0, launches=launches)
 
 
 def _autotune_at_precompile(c: Captured, fgm: torch.fx.GraphModule, fake_inputs: list) -> bool:

@@ -2,7 +2,8 @@
 and recorded for the viewers. Nothing else lives here."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from .convention import AliasOut, Constant, Convention, TensorInput
@@ -78,6 +79,9 @@ class Lowered:
     kernels: tuple[KernelInfo, ...]
     files: tuple[tuple[str, str, bytes], ...]  # compiled binaries: (root, relpath, bytes)
     seconds: float
+    # Triton kernel variable -> how its cubin is launched without Triton, or {"why": ...}
+    # (_compat.triton_launch_records; empty for CPU modules)
+    launches: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

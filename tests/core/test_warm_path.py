@@ -25,13 +25,13 @@ from tests.core.models import train_step
 HEAVY = ("torch._inductor", "torch._inductor.codecache", "torch._inductor.compile_fx",
          "torch._inductor.graph", "torch._inductor.lowering", "torch._inductor.scheduler",
          "torch._inductor.select_algorithm", "torch._inductor.async_compile", "torch._dynamo",
-         "sympy", "networkx",
+         "sympy", "networkx", "triton",
          # nor what only a notebook needs (imported lazily by the package)
          "IPython", "ipywidgets", "precompile_nb.viewers", "precompile_nb.magics")
 
 # Run in a fresh interpreter: count every child process (subprocess, spawn, fork) from before
 # load, load the pair with its cache, call it once, report. {dir} holds art.py, art.cache and
-# ref.pt = {"model", "x", "train"}.
+# ref.pt = {"model", "args", "train"}.
 CHILD = """
 import json, os, subprocess, sys, warnings
 warnings.simplefilter("ignore")
@@ -56,7 +56,9 @@ ref = torch.load(os.path.join(d, "ref.pt"), weights_only=False)
 f = precompile.load(open(os.path.join(d, "art.py")).read(),
                     open(os.path.join(d, "art.cache"), "rb").read())
 m = ref["model"]
-out = f(m, ref["x"])
+out = f(m, *ref["args"])
+if out.is_cuda:
+    torch.cuda.synchronize()
 grads = [p.grad for p in m.parameters()] if ref["train"] else []
 torch.save({{"out": out, "grads": grads}}, os.path.join(d, "got.pt"))
 print(json.dumps({{"heavy": [n for n in {heavy!r} if n in sys.modules], "started": started,
@@ -81,13 +83,13 @@ def train_pair():
     return (m, x, *precompile(train_step, m, x))
 
 
-def load_fresh(tmp: Path, code: str, cache: bytes, model: nn.Module, x: torch.Tensor, *,
+def load_fresh(tmp: Path, code: str, cache: bytes, model: nn.Module, *args: torch.Tensor,
                train: bool) -> tuple[dict, dict]:
     """Load and call the pair once in a fresh process with empty compiler caches; returns
     its report and what it computed (output, and gradients for a training step)."""
     (tmp / "art.py").write_text(code)
     (tmp / "art.cache").write_bytes(cache)
-    torch.save({"model": model, "x": x, "train": train}, tmp / "ref.pt")
+    torch.save({"model": model, "args": args, "train": train}, tmp / "ref.pt")
     empty = tempfile.mkdtemp(dir=tmp)
     r = run_fresh(CHILD.format(dir=str(tmp), heavy=HEAVY),
                   env={"TORCHINDUCTOR_CACHE_DIR": empty,
@@ -117,6 +119,20 @@ def test_warm_load_of_a_training_step_matches_eager_loss_and_gradients(train_pai
     torch.testing.assert_close(got["out"], loss.detach())
     for g, p in zip(got["grads"], ref.parameters()):
         torch.testing.assert_close(g, p.grad)
+
+
+def test_a_warm_load_reads_its_records_without_parsing_the_whole_module(forward_pair,
+                                                                         monkeypatch):
+    # the module's syntax tree is most of a warm load's time (a GPT step's module is
+    # ~450 KB): the metadata and the kernel records are read from their own statements
+    import importlib
+
+    load_module = importlib.import_module("precompile_nb.core.load")
+    m, x, code, cache = forward_pair
+    monkeypatch.setattr(load_module, "_read", lambda *a: pytest.fail("parsed the module"))
+    f = precompile.load(code, cache)
+    assert f.__precompile_load__["path"] == "warm"
+    torch.testing.assert_close(f(m, x), m(x))
 
 
 def test_load_without_cache_compiles_and_says_why(forward_pair):
@@ -149,8 +165,7 @@ def test_an_artifact_made_before_the_kernel_record_compiles_and_says_so(forward_
     torch.testing.assert_close(f(m, x), m(x))
 
 
-def test_a_module_with_triton_kernels_takes_the_compile_path_naming_the_import():
-    # a CUDA module (Triton kernels): the warm path does not serve it yet, and says so
+def test_a_module_importing_more_of_inductor_takes_the_compile_path_naming_the_import():
     graph = ast.parse("from torch._inductor.runtime import triton_heuristics\n"
                       "from torch._inductor.select_algorithm import extern_kernels\n").body
     plan = warm.plan(graph, {"cpp_kernels": [], "extern_kernels": {}}, cache_used=True,
@@ -168,6 +183,17 @@ def test_the_light_cache_dir_is_the_one_inductor_uses(monkeypatch, tmp_path):
     light = _compat.light_inductor_cache_dir()
     monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR")
     assert light == cache_dir()
+
+
+def test_the_light_triton_cache_dir_is_the_one_inductor_uses(monkeypatch, tmp_path):
+    # where load installs the cubins is where Triton and the warm path look for them
+    from torch._inductor.runtime.cache_dir_utils import triton_cache_dir
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "c"))
+    monkeypatch.delenv("TRITON_CACHE_DIR", raising=False)
+    assert _compat.triton_cache_dir(1) == triton_cache_dir(1) == str(tmp_path / "c/triton/1")
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "t"))
+    assert _compat.triton_cache_dir(0) == triton_cache_dir(0)
 
 
 def test_every_import_the_warm_path_serves_exists_in_this_torch():

@@ -1,0 +1,220 @@
+"""The warm path of a CUDA artifact (Note [warm CUDA load]): each Triton kernel's cubin is
+launched by torch's static CUDA launcher, with no Triton, Inductor or Dynamo imported.
+
+The planning, the recorded launch and the generated launcher run on any machine (the launch
+itself is replaced by a recorder); the end-to-end tests are CUDA-marked (run on the H200,
+results in benchmarks/results/)."""
+from __future__ import annotations
+
+import ast
+import copy
+import json
+import textwrap
+
+import pytest
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from precompile_nb import precompile
+from precompile_nb.core import _compat, warm
+from precompile_nb.core.cache import pack, read_files, read_tag
+from tests.conftest import cuda
+from tests.core.test_warm_path import load_fresh
+
+KERNEL_SRC = "@triton.jit\ndef triton_red_fused_0(in_ptr0, out_ptr0, xnumel, r0_numel, ...): pass\n"
+
+# what Inductor's CUDA module looks like to the planner (2.11: header and one kernel)
+MODULE = textwrap.dedent(f'''
+    import torch
+    from torch._inductor.async_compile import AsyncCompile
+    from torch._inductor.select_algorithm import extern_kernels
+    import triton
+    import triton.language as tl
+    from torch._inductor.runtime.triton_heuristics import start_graph, end_graph
+    from torch._C import _cuda_getCurrentRawStream as get_raw_stream
+    async_compile = AsyncCompile()
+    triton_red_fused_0 = async_compile.triton('triton_red_fused_0', {KERNEL_SRC!r},
+                                              device_str='cuda')
+    async_compile.wait(globals())
+    del async_compile
+    def call(args):
+        x, = args
+        out = torch.empty_like(x)
+        triton_red_fused_0.run(x, out, 4096, 384, stream=get_raw_stream(0))
+        return (out,)
+''')
+
+LAUNCH = {"function": "triton_red_fused_0", "num_warps": 4, "shared": 2048,
+          "arg_types": "OOiiOO", "scratch": 2,
+          "def_args": ["in_ptr0", "out_ptr0", "xnumel", "r0_numel"],
+          "call_args": ["in_ptr0", "out_ptr0", "xnumel", "r0_numel"],
+          "grid": {"prefix": [], "x": "-((xnumel) // -(2))", "y": "1", "z": "1"},
+          "device": 0, "cc": 90}
+CUBIN = "HASHDIR/triton_red_fused_0.cubin"
+
+
+def record() -> dict:
+    return {"cpp_kernels": [], "extern_kernels": {},
+            "triton_kernels": [{"var": "triton_red_fused_0", "cubin": CUBIN,
+                                "sha256": warm.triton_digest("triton_red_fused_0", KERNEL_SRC),
+                                **copy.deepcopy(LAUNCH)}],
+            "triton_skipped": {}}
+
+
+@pytest.fixture
+def a_gpu(monkeypatch):
+    """This process can launch cubins on an sm_90 GPU (for the planner; nothing launches)."""
+    monkeypatch.setattr(_compat, "can_launch_cubins", lambda: None)
+    monkeypatch.setattr(_compat, "cuda_capability", lambda device: 90)
+
+
+def plan(rec, cached=(CUBIN,)):
+    return warm.plan(ast.parse(MODULE).body, rec, cache_used=True, no_cache_reason="",
+                     cached_files=set(), cached_triton=set(cached), triton_dir="/triton")
+
+
+def test_a_cuda_module_with_every_kernel_recorded_takes_the_warm_path(a_gpu):
+    p = plan(record())
+    assert p.path == "warm", p.reason
+    assert "1 Triton kernel(s) launched from their cubins" in p.reason
+    # `import triton.language as tl` is answered without importing Triton
+    ns = {"__builtins__": warm.builtins_for(p.imports)}
+    exec("import triton\nimport triton.language as tl\n"  # noqa: S102
+         "from torch._inductor.runtime.triton_heuristics import start_graph\n", ns)
+    assert not isinstance(ns["triton"], type(torch)) and ns["tl"] is not None
+
+
+@pytest.mark.parametrize("change, why", [
+    (lambda r: r["triton_kernels"].clear() or r["triton_skipped"].update(
+        triton_red_fused_0="2 configurations are left: it is autotuned at its first call"),
+     "Triton kernel triton_red_fused_0 is compiled at load: 2 configurations are left"),
+    (lambda r: r.pop("triton_kernels"), "made by an older precompile_nb"),
+    (lambda r: r["triton_kernels"][0].update(cc=80),
+     "built for compute capability 8.0, GPU 0 of this process is 9.0"),
+    (lambda r: r["triton_kernels"][0].update(def_args=["x): import os\n(", "out_ptr0"]),
+     "malformed (an argument name is not an identifier of its own)"),
+    (lambda r: r["triton_kernels"][0]["grid"].update(x="__import__('os')"),
+     "is not arithmetic on the arguments"),
+    (lambda r: r["triton_kernels"][0].update(arg_types="OOi"),
+     "argument types and arguments differ in number"),
+])
+def test_a_kernel_the_warm_path_cannot_launch_compiles_and_says_why(a_gpu, change, why):
+    rec = record()
+    change(rec)
+    p = plan(rec)
+    assert p.path == "compile" and why in p.reason, p.reason
+
+
+def test_a_missing_cubin_or_launcher_compiles_and_says_why(a_gpu, monkeypatch):
+    p = plan(record(), cached=())
+    assert p.path == "compile" and "holds no cubin for Triton kernel" in p.reason
+    monkeypatch.setattr(_compat, "can_launch_cubins", lambda: "CUDA is not available")
+    p = plan(record())
+    assert p.path == "compile" and p.reason == "CUDA is not available"
+
+
+def test_the_generated_launcher_computes_inductors_grid_and_passes_scratch(monkeypatch):
+    launches = []
+    monkeypatch.setattr(_compat, "launch_cubin", lambda: lambda *a: launches.append(a))
+    run = warm.launcher(LAUNCH, function=1234)
+    run("in", "out", 4095, 384, stream=7)
+    # grid_0 = ceil(4095 / 2); the cubin takes the 4 arguments and 2 scratch pointers
+    assert launches == [(1234, 2048, 1, 1, 4, 2048, "OOiiOO",
+                         ("in", "out", 4095, 384, None, None), 7)]
+    with torch.profiler.profile() as prof:  # a profiler sees a range named after the kernel
+        run("in", "out", 8, 384, stream=7)
+    assert launches[-1][1] == 4
+    assert "triton_red_fused_0" in {e.name for e in prof.events()}
+
+
+def test_a_two_dimensional_grid_with_a_prefix():
+    launches = []
+    rec = {**LAUNCH, "def_args": ["in_ptr0", "ynumel", "xnumel"],
+           "call_args": ["in_ptr0", "ynumel", "xnumel"], "arg_types": "Oii", "scratch": 0,
+           "grid": {"prefix": ["y_grid_raw_ = -((ynumel) // -(16))",
+                               "y_grid_div_ = -((y_grid_raw_) // -(65535))"],
+                    "x": "-((xnumel) // -(64))",
+                    "y": "(0 if y_grid_div_ == 0 else -((y_grid_raw_) // -(y_grid_div_)))",
+                    "z": "y_grid_div_"}}
+    assert warm._malformed_launch({**rec, "cubin": CUBIN}) is None
+    mp = pytest.MonkeyPatch()
+    mp.setattr(_compat, "launch_cubin", lambda: lambda *a: launches.append(a))
+    try:
+        warm.launcher(rec, function=1)("p", 100, 1000, stream=0)
+    finally:
+        mp.undo()
+    assert launches[0][1:4] == (16, 7, 1)
+
+
+def test_record_finds_each_cubin_by_the_kernels_hash_even_under_a_shortened_name():
+    long_name = "triton_red_fused_" + "x" * 200
+    files = (("triton", "D1/__grp__k.json", b'{"child_paths": {}}'),
+             ("triton", "D1/" + long_name[:150] + ".json", json.dumps({"hash": "h1"}).encode()),
+             ("triton", "D1/" + long_name[:150] + ".cubin", b"\x7fELF"),
+             ("triton", "D2/k2.json", json.dumps({"hash": "h2"}).encode()))
+    src = MODULE.replace("triton_red_fused_0 = async_compile", "k_b = async_compile.triton("
+                         "'k_b', 'src', device_str='cuda')\ntriton_red_fused_0 = async_compile")
+    rec = warm.record(src, files, {"triton_red_fused_0": {**LAUNCH, "hash": "h1"},
+                                   "k_b": {"why": "TMA descriptors"}})
+    assert [k["cubin"] for k in rec["triton_kernels"]] == ["D1/" + long_name[:150] + ".cubin"]
+    assert rec["triton_skipped"] == {"k_b": "TMA descriptors"}
+
+
+# ---- on the GPU ---------------------------------------------------------------------------------
+
+
+class Block(nn.Module):
+    def __init__(self, d: int = 64, heads: int = 4, vocab: int = 128):
+        super().__init__()
+        self.emb, self.heads = nn.Embedding(vocab, d), heads
+        self.ln1, self.ln2, self.ln = nn.LayerNorm(d), nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.o = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.up, self.down = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+    def forward(self, idx):
+        x = self.emb(idx)
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).view(b, t, 3, self.heads, -1).permute(2, 0, 3, 1, 4)
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.o(a.transpose(1, 2).reshape(b, t, d))
+        x = x + self.down(F.gelu(self.up(self.ln2(x))))
+        return self.ln(x) @ self.emb.weight.t()
+
+
+def lm_step(m, idx, targets):
+    loss = F.cross_entropy(m(idx).flatten(0, 1), targets.flatten())
+    loss.backward()
+    return loss.detach()
+
+
+@cuda
+def test_cuda_warm_load_of_a_training_step_launches_cubins_without_any_compiler(tmp_path):
+    torch.manual_seed(0)
+    m = Block().cuda()
+    idx, tg = (torch.randint(0, 128, (4, 32), device="cuda") for _ in range(2))
+    code, cache = precompile(lm_step, m, idx, tg)
+    report, got = load_fresh(tmp_path, code, cache, copy.deepcopy(m), idx, tg, train=True)
+    load = report["load"]
+    assert load["path"] == "warm", load
+    assert "Triton kernel(s) launched from their cubins" in load["reason"]
+    assert report["heavy"] == [], report["heavy"]  # no Inductor, Dynamo, sympy, Triton
+    assert report["started"] == [], report["started"]
+    ref = copy.deepcopy(m)
+    torch.testing.assert_close(got["out"], lm_step(ref, idx, tg))
+    for g, p in zip(got["grads"], ref.parameters()):
+        torch.testing.assert_close(g, p.grad)
+
+
+@cuda
+def test_cuda_warm_load_without_records_compiles_and_gives_the_same_result(tmp_path):
+    torch.manual_seed(0)
+    m = Block().cuda()
+    idx, tg = (torch.randint(0, 128, (4, 32), device="cuda") for _ in range(2))
+    code, cache = precompile(lm_step, m, idx, tg)
+    start = code.index("_PC_WARM = ")
+    old = code[:start] + code[code.index("\n\n", start) + 2:]  # as an older precompile_nb
+    report, got = load_fresh(tmp_path, old, pack(old, "inductor", tuple(
+        read_files(cache, read_tag(cache)[1]))), copy.deepcopy(m), idx, tg, train=True)
+    assert report["load"]["path"] == "compile" and "_PC_WARM" in report["load"]["reason"]
+    torch.testing.assert_close(got["out"], lm_step(copy.deepcopy(m), idx, tg))
