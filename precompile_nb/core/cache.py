@@ -15,6 +15,7 @@ bug) is held to the same bounds: the file table is validated field by field.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -22,6 +23,7 @@ import re
 import stat
 import struct
 import tempfile
+import threading
 import zlib
 
 from . import _compat
@@ -259,10 +261,20 @@ def write_temp(directory: str | os.PathLike[str], prefix: str, data: bytes, *,
 
 
 def _write_atomic(dest: str, data: bytes) -> None:
-    tmp = write_temp(os.path.dirname(dest), ".pcnb-", data,
-                     mode=0o755 if dest.endswith(".so") else 0o644)
+    """`data` at `dest`, atomically: a temporary file beside it (named by process and thread,
+    so concurrent installers never share one), written with its final mode, then renamed."""
+    tmp = f"{dest}.pcnb-{os.getpid()}-{threading.get_ident()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0),
+                 0o755 if dest.endswith(".so") else 0o644)
     try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
         os.replace(tmp, dest)
     except BaseException:
-        os.unlink(tmp)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
         raise

@@ -34,6 +34,7 @@ import contextlib
 import itertools
 import linecache
 import threading
+import time
 import traceback
 import warnings
 import weakref
@@ -186,16 +187,19 @@ def load(python_code: str, cache: bytes | None = None) -> Callable[..., Any]:
 
 
 def _load(python_code: str, cache: bytes | None) -> Callable[..., Any]:
+    clock = _Clock()
     fast = _read_fast(python_code)
     if fast is None:
         tree, meta = _read(python_code)
         record = _warm_record(tree)
     else:
         tree, (meta, record) = None, fast
+    clock.lap("read")
     fn_name = meta["fn_name"]
     warnings.warn(f"precompile.load executes python_code of `{fn_name}` as code: only load "
                   "artifacts you trust (invariant 7)", UserWarning, stacklevel=3)
-    stats = {"cache_files": 0, "written": 0, "present": 0, "used": False}
+    stats = {"cache_files": 0, "written": 0, "present": 0, "used": False,
+             "seconds": clock.seconds}
     cached: set[str] = set()  # relative paths of the inductor files the cache installed
     cached_triton: set[str] = set()  # and of its triton files
     why_not = "no cache: Inductor compiles the kernels now"
@@ -218,6 +222,7 @@ def _load(python_code: str, cache: bytes | None) -> Callable[..., Any]:
                                   expected=meta["backend"], actual=tag.backend,
                                   hint="load each python_code with the cache saved with it")
         files = _cache.read_files(cache, header)
+        clock.lap("cache_read")
         stats["cache_files"] = len(files)
         if tag.torch != _compat.torch_build_id():
             warnings.warn(f"the cache of `{fn_name}` was made by torch {tag.torch}, this is "
@@ -229,6 +234,7 @@ def _load(python_code: str, cache: bytes | None) -> Callable[..., Any]:
             with _compat.GLOBAL_LOCK:
                 stats["written"], stats["present"] = _cache.install(
                     files, meta["device_index"])
+            clock.lap("cache_install")
             stats["used"] = True
             cached = {rel for root, rel, _ in files if root == "inductor"}
             cached_triton = {rel for root, rel, _ in files if root == "triton"}
@@ -241,6 +247,7 @@ def _load(python_code: str, cache: bytes | None) -> Callable[..., Any]:
                      triton_dir=(_compat.triton_cache_dir(meta["device_index"])
                                  if cached_triton else ""))
     stats["path"], stats["reason"] = plan.path, plan.reason
+    clock.lap("plan")
     filename = f"<precompile_nb artifact {fn_name} #{next(_counter)}>"
     # register the source so tracebacks through the artifact show its lines
     linecache.cache[filename] = (len(python_code), None, python_code.splitlines(True), filename)
@@ -249,7 +256,9 @@ def _load(python_code: str, cache: bytes | None) -> Callable[..., Any]:
         # dont_inherit: compiled as in a fresh process, whatever this module's __future__;
         # from the tree when it was parsed (the parse is half the cost), else from the text
         code = _compile(tree, python_code, filename)
+        clock.lap("compile")
         ns = _execute(code, fn_name, plan, stats)
+        clock.lap("execute")
     except Exception as e:
         if code is None and isinstance(e, PrecompileError):  # does not parse: as _read says
             linecache.cache.pop(filename, None)
@@ -269,6 +278,20 @@ def _load(python_code: str, cache: bytes | None) -> Callable[..., Any]:
     # that loads many artifacts keeps every source it ever loaded
     weakref.finalize(forward, linecache.cache.pop, filename, None)
     return forward
+
+
+class _Clock:
+    """Where a load's time goes: `seconds` maps each stage (read, cache_read, cache_install,
+    plan, compile, execute; the stages a load ran) to its wall time, summed per stage."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._t = time.perf_counter()
+
+    def lap(self, stage: str) -> None:
+        now = time.perf_counter()
+        self.seconds[stage] = self.seconds.get(stage, 0.0) + now - self._t
+        self._t = now
 
 
 def _graph_section(tree: ast.Module) -> list[ast.stmt]:

@@ -135,8 +135,15 @@ def _load_path(load: dict[str, Any]) -> str:
     if not load.get("path"):
         return ""
     name = "warm: no compiler" if load["path"] == "warm" else "compile on load"
+    seconds = load.get("seconds")
+    stages = ""
+    if isinstance(seconds, dict) and seconds:
+        stages = ('<br><span class="pcnb-muted">load took '
+                  f"{esc(f'{sum(seconds.values()):.3f}')} s: "
+                  + ", ".join(f"{esc(k.replace('_', ' '))} {esc(f'{v:.3f}')} s"
+                              for k, v in seconds.items()) + "</span>")
     return (f'<br><span class="pcnb-badge">{esc(name)}</span> '
-            f'<span class="pcnb-muted">{esc(load.get("reason") or "")}</span>')
+            f'<span class="pcnb-muted">{esc(load.get("reason") or "")}</span>{stages}')
 
 
 def _cache_files(load: dict[str, Any]) -> str:

@@ -160,6 +160,10 @@ def test_user_strings_are_escaped(report_eager):
     ({"cache_files": 27, "written": 0, "present": 0, "used": False},
      "miss</span> the cache's 27 file(s) were not used"),
     ({"cache_files": 0, "written": 0, "present": 0, "used": False}, "nothing to install"),
+    ({"cache_files": 3, "written": 3, "present": 0, "used": True, "path": "warm",
+      "reason": "cache in place: 2 Triton kernel(s) launched from their cubins, no compiler",
+      "seconds": {"read": 0.01, "cache_read": 0.02, "compile": 0.03, "execute": 0.04}},
+     "load took 0.100 s: read 0.010 s, cache read 0.020 s, compile 0.030 s, execute 0.040 s"),
 ])
 def test_cache_load_is_reported_as_hit_or_miss(report_inductor, load, expected):
     data = with_changes(report_inductor)
