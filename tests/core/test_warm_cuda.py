@@ -18,9 +18,8 @@ from torch.nn import functional as F
 
 from precompile_nb import precompile
 from precompile_nb.core import _compat, warm
-from precompile_nb.core.cache import pack, read_files, read_tag
 from tests.conftest import cuda
-from tests.core.test_warm_path import load_fresh
+from tests.core.test_warm_path import load_fresh, without_warm_record
 
 KERNEL_SRC = "@triton.jit\ndef triton_red_fused_0(in_ptr0, out_ptr0, xnumel, r0_numel, ...): pass\n"
 
@@ -188,12 +187,20 @@ def lm_step(m, idx, targets):
     return loss.detach()
 
 
-@cuda
-def test_cuda_warm_load_of_a_training_step_launches_cubins_without_any_compiler(tmp_path):
+@pytest.fixture(scope="module")
+def lm_pair():
+    """An LM training step on the GPU (a fused reduction whose long name Triton shortens,
+    attention, GEMMs) and its pair."""
     torch.manual_seed(0)
     m = Block().cuda()
     idx, tg = (torch.randint(0, 128, (4, 32), device="cuda") for _ in range(2))
-    code, cache = precompile(lm_step, m, idx, tg)
+    return (m, idx, tg, *precompile(lm_step, m, idx, tg))
+
+
+@cuda
+def test_cuda_warm_load_of_a_training_step_launches_cubins_without_any_compiler(lm_pair,
+                                                                                tmp_path):
+    m, idx, tg, code, cache = lm_pair
     report, got = load_fresh(tmp_path, code, cache, copy.deepcopy(m), idx, tg, train=True)
     load = report["load"]
     assert load["path"] == "warm", load
@@ -207,14 +214,9 @@ def test_cuda_warm_load_of_a_training_step_launches_cubins_without_any_compiler(
 
 
 @cuda
-def test_cuda_warm_load_without_records_compiles_and_gives_the_same_result(tmp_path):
-    torch.manual_seed(0)
-    m = Block().cuda()
-    idx, tg = (torch.randint(0, 128, (4, 32), device="cuda") for _ in range(2))
-    code, cache = precompile(lm_step, m, idx, tg)
-    start = code.index("_PC_WARM = ")
-    old = code[:start] + code[code.index("\n\n", start) + 2:]  # as an older precompile_nb
-    report, got = load_fresh(tmp_path, old, pack(old, "inductor", tuple(
-        read_files(cache, read_tag(cache)[1]))), copy.deepcopy(m), idx, tg, train=True)
+def test_cuda_warm_load_without_records_compiles_and_gives_the_same_result(lm_pair, tmp_path):
+    m, idx, tg, code, cache = lm_pair
+    old, old_cache = without_warm_record(code, cache)  # as an older precompile_nb made it
+    report, got = load_fresh(tmp_path, old, old_cache, copy.deepcopy(m), idx, tg, train=True)
     assert report["load"]["path"] == "compile" and "_PC_WARM" in report["load"]["reason"]
     torch.testing.assert_close(got["out"], lm_step(copy.deepcopy(m), idx, tg))

@@ -66,6 +66,13 @@ print(json.dumps({{"heavy": [n for n in {heavy!r} if n in sys.modules], "started
 """
 
 
+def without_warm_record(code: str, cache: bytes) -> tuple[str, bytes]:
+    """The pair as a precompile_nb without kernel records made it: no _PC_WARM, same files."""
+    start = code.index("_PC_WARM = ")
+    old = code[:start] + code[code.index("\n\n", start) + 2:]
+    return old, pack(old, "inductor", tuple(read_files(cache, read_tag(cache)[1])))
+
+
 def tiny_mlp() -> nn.Module:
     torch.manual_seed(0)
     return nn.Sequential(nn.Linear(64, 128), nn.GELU(), nn.Linear(128, 10))
@@ -156,10 +163,7 @@ def test_cache_from_another_torch_build_compiles_and_names_the_build(forward_pai
 
 def test_an_artifact_made_before_the_kernel_record_compiles_and_says_so(forward_pair):
     m, x, code, cache = forward_pair
-    start = code.index("_PC_WARM = ")
-    old = code[:start] + code[code.index("\n\n", start) + 2:]  # as precompile_nb made it
-    files = read_files(cache, read_tag(cache)[1])
-    f = precompile.load(old, pack(old, "inductor", tuple(files)))
+    f = precompile.load(*without_warm_record(code, cache))  # as precompile_nb made it
     assert f.__precompile_load__["used"] and f.__precompile_load__["path"] == "compile"
     assert "_PC_WARM" in f.__precompile_load__["reason"]
     torch.testing.assert_close(f(m, x), m(x))
