@@ -434,6 +434,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=None,
                     help="OMP_NUM_THREADS for every measuring process (default: 1 on cpu, "
                     "unset on cuda); the same for all systems")
+    ap.add_argument("--modes", help=f"comma-separated subset of {','.join(MAIN_MODES)}, in "
+                    "that order (e.g. nb_cold,steady: the steady state alone)")
     ap.add_argument("--rounds", type=int, default=30, help="steady-state rounds")
     ap.add_argument("--timeout", type=float, default=1200, help="seconds per measurement")
     ap.add_argument("--keep-artifacts", action="store_true",
@@ -496,7 +498,8 @@ def main(argv: list[str] | None = None) -> int:
             workdir = os.path.join(args.out if args.keep_artifacts else tmp_base, "work", n)
             os.makedirs(workdir, exist_ok=True)
             wl = {"description": describe(n, args.device), "measurements": {}}
-            plan = [(m, args.python) for m in MAIN_MODES]
+            plan = [(m, args.python) for m in MAIN_MODES
+                    if not args.modes or m in args.modes.split(",")]
             if ref_python:
                 plan += [(m, ref_python) for m in REF_MODES]
             for mode, python in plan:
