@@ -976,9 +976,15 @@ def cuda_capability(device_index: int) -> int:
 def load_cubin(path: str, function: str, shared: int, device_index: int) -> Any:
     """The handle of one kernel of a cubin file, loaded by torch's static CUDA launcher
     (2.11-2.12 return (function, n_regs, n_spills), 2.13+ (module, function, n_regs,
-    n_spills)). Like Inductor's, the module stays loaded for the life of the process."""
+    n_spills)). Like Inductor's, the module stays loaded for the life of the process.
+    The CUDA driver's refusal (a RuntimeError) is an OSError naming the file, as a C++
+    kernel library that does not load is: the warm load then compiles instead."""
     torch.cuda.init()
-    return torch._C._StaticCudaLauncher._load_kernel(path, function, shared, device_index)[-3]
+    try:
+        return torch._C._StaticCudaLauncher._load_kernel(path, function, shared,
+                                                         device_index)[-3]
+    except RuntimeError as e:
+        raise OSError(f"cannot load kernel {function} from {path}: {e}") from e
 
 
 def launch_cubin() -> Callable[..., None]:
@@ -1041,7 +1047,9 @@ def warm_module_attrs(async_compile: Callable, extern_kernels: Any) -> dict[str,
 
 
 def _no_graph_marker(*args: Any, **kwargs: Any) -> None:
-    raise RuntimeError("precompile_nb: start_graph/end_graph called on the warm path")
+    raise RuntimeError("precompile_nb: start_graph/end_graph called on the warm path (the "
+                       "planner refuses modules that call them): load with cache=None and "
+                       "report this as a precompile_nb bug")
 
 
 def _no_intermediate_hooks(name: str, value: Any) -> None:

@@ -39,7 +39,7 @@ import traceback
 import warnings
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import _compat, cache as _cache, warm
 from .convention import ARTIFACT_FORMAT, ARTIFACT_VERSION, decode
@@ -82,10 +82,9 @@ def _read(python_code: str) -> tuple[ast.Module, dict[str, Any]]:
                               expected="a precompile_nb artifact", actual=str(e),
                               hint=_NOT_ARTIFACT) from None
     for node in tree.body:
-        if (isinstance(node, ast.Assign) and len(node.targets) == 1
-                and isinstance(node.targets[0], ast.Name) and node.targets[0].id == META_NAME):
+        if _assigns(node, META_NAME):
             try:
-                meta = ast.literal_eval(node.value)
+                meta = ast.literal_eval(node.value)  # type: ignore[attr-defined]
             except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError) as e:
                 raise PrecompileError("the artifact's metadata is not a plain literal",
                                       invariant=7, stage="load", where=META_NAME,
@@ -157,10 +156,9 @@ def _literal_statement(python_code: str, name: str) -> Any:
         end = python_code.find("\n", end + 1)
     with _AST_LOCK:
         node = ast.parse(python_code[start:] if end == -1 else python_code[start:end]).body[0]
-    if not (isinstance(node, ast.Assign) and len(node.targets) == 1
-            and isinstance(node.targets[0], ast.Name) and node.targets[0].id == name):
+    if not _assigns(node, name):
         raise ValueError(name)
-    return ast.literal_eval(node.value)
+    return ast.literal_eval(node.value)  # type: ignore[attr-defined]
 
 
 def load(python_code: str, cache: bytes | None = None) -> Callable[..., Any]:
@@ -188,66 +186,91 @@ def load(python_code: str, cache: bytes | None = None) -> Callable[..., Any]:
 
 def _load(python_code: str, cache: bytes | None) -> Callable[..., Any]:
     clock = _Clock()
-    fast = _read_fast(python_code)
-    if fast is None:
-        tree, meta = _read(python_code)
-        record = _warm_record(tree)
-    else:
-        tree, (meta, record) = None, fast
+    tree, meta, record = _read_artifact(python_code)
     clock.lap("read")
-    fn_name = meta["fn_name"]
-    warnings.warn(f"precompile.load executes python_code of `{fn_name}` as code: only load "
-                  "artifacts you trust (invariant 7)", UserWarning, stacklevel=3)
-    stats = {"cache_files": 0, "written": 0, "present": 0, "used": False,
-             "seconds": clock.seconds}
-    cached: set[str] = set()  # relative paths of the inductor files the cache installed
-    cached_triton: set[str] = set()  # and of its triton files
-    why_not = "no cache: Inductor compiles the kernels now"
-    # None or empty bytes: no cache. Anything else must be an envelope (read_tag says so
-    # when it is not even bytes: a falsy 0 or "" is not silently "no cache").
-    no_cache = cache is None or (isinstance(cache, (bytes, bytearray, memoryview))
-                                 and len(cache) == 0)
-    if not no_cache:
-        tag, header = _cache.read_tag(cache)
-        if tag.code_hash != _cache.code_hash(python_code):
-            raise PrecompileError("the cache belongs to another python_code", invariant=7,
-                                  stage="load", where="cache code_hash",
-                                  expected=_cache.code_hash(python_code)[:16],
-                                  actual=tag.code_hash[:16],
-                                  hint="load each python_code with the cache saved with it "
-                                       "(NAME.py with NAME.cache), or with cache=None")
-        if tag.backend != meta["backend"]:
-            raise PrecompileError("the cache was made for another backend", invariant=7,
-                                  stage="load", where="cache backend",
-                                  expected=meta["backend"], actual=tag.backend,
-                                  hint="load each python_code with the cache saved with it")
-        files = _cache.read_files(cache, header)
-        clock.lap("cache_read")
-        stats["cache_files"] = len(files)
-        if tag.torch != _compat.torch_build_id():
-            warnings.warn(f"the cache of `{fn_name}` was made by torch {tag.torch}, this is "
-                          f"{_compat.torch_build_id()}: ignoring it, the kernels will compile "
-                          "now (precompile again with this torch to get a matching cache)",
-                          CacheWarning, stacklevel=3)
-            why_not = f"the cache was made by another torch build ({tag.torch})"
-        elif files:
-            with _compat.GLOBAL_LOCK:
-                stats["written"], stats["present"] = _cache.install(
-                    files, meta["device_index"])
-            clock.lap("cache_install")
-            stats["used"] = True
-            cached = {rel for root, rel, _ in files if root == "inductor"}
-            cached_triton = {rel for root, rel, _ in files if root == "triton"}
+    warnings.warn(f"precompile.load executes python_code of `{meta['fn_name']}` as code: only "
+                  "load artifacts you trust (invariant 7)", UserWarning, stacklevel=3)
+    stats: dict[str, Any] = {"cache_files": 0, "written": 0, "present": 0, "used": False,
+                             "seconds": clock.seconds}
+    installed = _take_cache(python_code, cache, meta, stats, clock)
     calls = warm.recorded_calls(record)
     if calls is None and tree is None:  # no recorded scan (eager backend, older artifact)
         tree, _ = _read(python_code)
     plan = warm.plan(calls if calls is not None else _graph_section(tree), record,
-                     cache_used=stats["used"], no_cache_reason=why_not, cached_files=cached,
-                     cached_triton=cached_triton,
+                     cache_used=stats["used"], no_cache_reason=installed.why_not,
+                     cached_files=installed.inductor, cached_triton=installed.triton,
                      triton_dir=(_compat.triton_cache_dir(meta["device_index"])
-                                 if cached_triton else ""))
+                                 if installed.triton else ""))
     stats["path"], stats["reason"] = plan.path, plan.reason
     clock.lap("plan")
+    return _run(python_code, tree, meta, plan, stats, clock)
+
+
+def _read_artifact(python_code: str) -> tuple[ast.Module | None, dict[str, Any], Any]:
+    """(syntax tree or None, checked metadata, _PC_WARM literal): from the two statements
+    alone when they are laid out as emit writes them, else from the parsed module."""
+    fast = _read_fast(python_code)
+    if fast is not None:
+        return None, *fast
+    tree, meta = _read(python_code)
+    return tree, meta, _warm_record(tree)
+
+
+class _Installed(NamedTuple):
+    """What the cache put in place: the relative paths of its inductor and triton files (empty
+    when it was not used), and why not when it was not."""
+
+    inductor: set[str]
+    triton: set[str]
+    why_not: str
+
+
+def _take_cache(python_code: str, cache: Any, meta: dict[str, Any], stats: dict[str, Any],
+                clock: _Clock) -> _Installed:
+    """Check the cache against python_code (tag, backend), read its verified files and
+    install them when it was made by this torch build (see the policy above)."""
+    # None or empty bytes: no cache. Anything else must be an envelope (read_tag says so
+    # when it is not even bytes: a falsy 0 or "" is not silently "no cache").
+    if cache is None or (isinstance(cache, (bytes, bytearray, memoryview)) and len(cache) == 0):
+        return _Installed(set(), set(), "no cache: Inductor compiles the kernels now")
+    tag, header = _cache.read_tag(cache)
+    if tag.code_hash != _cache.code_hash(python_code):
+        raise PrecompileError("the cache belongs to another python_code", invariant=7,
+                              stage="load", where="cache code_hash",
+                              expected=_cache.code_hash(python_code)[:16],
+                              actual=tag.code_hash[:16],
+                              hint="load each python_code with the cache saved with it "
+                                   "(NAME.py with NAME.cache), or with cache=None")
+    if tag.backend != meta["backend"]:
+        raise PrecompileError("the cache was made for another backend", invariant=7,
+                              stage="load", where="cache backend",
+                              expected=meta["backend"], actual=tag.backend,
+                              hint="load each python_code with the cache saved with it")
+    files = _cache.read_files(cache, header)
+    clock.lap("cache_read")
+    stats["cache_files"] = len(files)
+    if tag.torch != _compat.torch_build_id():
+        warnings.warn(f"the cache of `{meta['fn_name']}` was made by torch {tag.torch}, this is "
+                      f"{_compat.torch_build_id()}: ignoring it, the kernels will compile now "
+                      "(precompile again with this torch to get a matching cache)",
+                      CacheWarning, stacklevel=4)
+        return _Installed(set(), set(),
+                          f"the cache was made by another torch build ({tag.torch})")
+    if not files:
+        return _Installed(set(), set(), "no cache: Inductor compiles the kernels now")
+    with _compat.GLOBAL_LOCK:
+        stats["written"], stats["present"] = _cache.install(files, meta["device_index"])
+    clock.lap("cache_install")
+    stats["used"] = True
+    return _Installed({rel for root, rel, _ in files if root == "inductor"},
+                      {rel for root, rel, _ in files if root == "triton"}, "")
+
+
+def _run(python_code: str, tree: ast.Module | None, meta: dict[str, Any],
+         plan: warm.WarmPlan, stats: dict[str, Any], clock: _Clock) -> Callable[..., Any]:
+    """Compile and execute python_code on the planned path; its `forward`, which carries the
+    metadata and the load's stats, and keeps python_code's lines for tracebacks."""
+    fn_name = meta["fn_name"]
     filename = f"<precompile_nb artifact {fn_name} #{next(_counter)}>"
     # register the source so tracebacks through the artifact show its lines
     linecache.cache[filename] = (len(python_code), None, python_code.splitlines(True), filename)
@@ -341,16 +364,16 @@ def _compile(tree: ast.Module | None, python_code: str, filename: str) -> Any:
 def _execute(code: Any, fn_name: str, plan: warm.WarmPlan, stats: dict) -> dict[str, Any]:
     """Execute python_code on the planned path; returns its namespace. Should a warm load
     fail to import a cached kernel library (ImportError / OSError: a missing system library,
-    a noexec cache dir) or to load a cubin (RuntimeError from the CUDA driver), it says so
+    a noexec cache dir) or to load a cubin (_compat.load_cubin: an OSError), it says so
     with a RuntimeWarning and runs the compile path."""
     if plan.path == "warm":
         try:
             return _exec_in(code, fn_name, plan.imports, contextlib.nullcontext())
-        except (ImportError, OSError, RuntimeError) as e:  # RuntimeError: a cubin load
+        except (ImportError, OSError) as e:
             stats["path"] = "compile"
             stats["reason"] = f"the warm path failed ({type(e).__name__}: {str(e)[:200]})"
             warnings.warn(f"precompile.load of `{fn_name}`: {stats['reason']}; compiling the "
-                          "kernels instead", RuntimeWarning, stacklevel=4)
+                          "kernels instead", RuntimeWarning, stacklevel=5)
     return _exec_in(code, fn_name, None, _compat.running_artifact(stats["used"]))
 
 

@@ -122,7 +122,7 @@ def _lower_inductor(c: Captured) -> Lowered:
                 fgm, fake_inputs, dynamic=c.tracing_mode != "fake")
         except Exception as e:  # noqa: BLE001 - re-raised with the invariant it breaks
             raise _lowering_error(c, e) from e
-        if _autotune_at_precompile(c, fgm, fake_inputs):
+        if cuda and _autotune_at_precompile(c, fgm):
             _compat.autotune_now(compiled, fake_inputs)
         if cuda:  # how the warm load launches each kernel's one binary (Note [warm CUDA load])
             launches = _compat.triton_launch_records(warm.triton_kernel_vars(source))
@@ -135,14 +135,12 @@ def _lower_inductor(c: Captured) -> Lowered:
                    files=tuple(files), seconds=time.perf_counter() - t0, launches=launches)
 
 
-def _autotune_at_precompile(c: Captured, fgm: torch.fx.GraphModule, fake_inputs: list) -> bool:
+def _autotune_at_precompile(c: Captured, fgm: torch.fx.GraphModule) -> bool:
     """Triton kernels with several configurations pick one by benchmarking at their first
-    run: run the graph once here (issue: no benchmarking at load or first call), on CUDA,
-    for static sizes, and not when the graph holds collectives (one rank compiling alone
-    would wait for the others forever)."""
+    run: run a CUDA graph once here (issue: no benchmarking at load or first call), for
+    static sizes, and not when the graph holds collectives (one rank compiling alone would
+    wait for the others forever)."""
     return (c.tracing_mode == "fake"
-            and any(isinstance(t, torch.Tensor) and t.device.type == "cuda"
-                    for t in fake_inputs)
             and not any(n.op == "call_function" and _compat.is_collective(n.target)
                         for n in fgm.graph.nodes))
 

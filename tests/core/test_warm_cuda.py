@@ -160,6 +160,19 @@ def test_record_finds_each_cubin_by_the_kernels_hash_even_under_a_shortened_name
     assert rec["triton_skipped"] == {"k_b": "TMA descriptors"}
 
 
+def test_a_cubin_the_driver_refuses_is_an_oserror_naming_it(monkeypatch):
+    # load's warm path falls back to compiling on OSError (as for a C++ library that does
+    # not import), with a warning that says why
+    def refuse(path, function, shared, device):
+        raise RuntimeError("CUDA driver error: device kernel image is invalid")
+
+    monkeypatch.setattr(torch._C, "_StaticCudaLauncher",
+                        type("L", (), {"_load_kernel": staticmethod(refuse)}), raising=False)
+    monkeypatch.setattr(torch.cuda, "init", lambda: None)
+    with pytest.raises(OSError, match="cannot load kernel k0 from /c/k0.cubin: CUDA driver"):
+        _compat.load_cubin("/c/k0.cubin", "k0", 0, 0)
+
+
 def test_a_launch_record_that_cannot_be_made_is_a_reason_at_load_not_an_error():
     # recording is best effort: precompile never fails on it, the load says why it compiles
     assert _compat.triton_launch_records(["triton_poi_fused_0"]) == {
