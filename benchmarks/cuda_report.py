@@ -14,7 +14,7 @@ from torch import nn
 
 from precompile_nb.core import build
 from precompile_nb.core.load import load
-from precompile_nb.core.report import report_data
+from precompile_nb.tools.report import report_data
 
 
 def main(out: str) -> None:

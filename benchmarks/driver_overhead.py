@@ -1,4 +1,4 @@
-"""Per-call overhead of the artifact's driver, before/after a change to `_driver.py`.
+"""Per-call overhead of the artifact's driver, before/after a change to `runtime/driver.py`.
 
 usage: python benchmarks/driver_overhead.py [--baseline-rev REV] [--backend inductor|eager]
 

@@ -66,7 +66,7 @@ def main() -> None:
     ratio = statistics.median(res["dynamic"]) / statistics.median(res["static"])
     print(f"dynamic / static (median): {ratio:.3f}")
     # the guards alone: evaluate each compiled guard the way the driver does
-    from precompile_nb.core._driver import _PC_GUARD_FNS
+    from precompile_nb.runtime.driver import _PC_GUARD_FNS
 
     codes = [(compile(g.expr, "<guard>", "eval"), {n: x.shape[d] for n, (_, d) in
                                                    g.symbols.items()}) for g in guards]

@@ -19,8 +19,8 @@ from torch import nn
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from precompile_nb.core import build  # noqa: E402
 from precompile_nb.core.load import load  # noqa: E402
-from precompile_nb.core.profile import UNATTRIBUTED, profile_artifact  # noqa: E402
-from precompile_nb.core.report import report_data  # noqa: E402
+from precompile_nb.tools.profile import UNATTRIBUTED, profile_artifact  # noqa: E402
+from precompile_nb.tools.report import report_data  # noqa: E402
 
 
 def _notebook_07_model() -> tuple[type, type]:

@@ -193,7 +193,7 @@ def ready():
 
 def phase_warm_pnb(out):
     rank, m, args, t_ready = ready()
-    import precompile_nb.core.store as store
+    import precompile_nb.tools.store as store
     f = store.load_pair(os.path.join(out, "pair"), "tp_step")
     t_loaded = time.perf_counter()
     loss = f(m, *args)

@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the public names, imported lazily: viewers import without torch
     from .core import precompile
-    from .core.check import check
     from .core.errors import PrecompileError
+    from .tools.check import check
+    from .tools.store import load_pair, save_pair
 
 
 def __getattr__(name: str) -> Any:
@@ -22,18 +23,22 @@ def __getattr__(name: str) -> Any:
 
         return precompile
     if name == "check":
-        from .core.check import check
+        from .tools.check import check
 
         return check
     if name == "PrecompileError":
         from .core.errors import PrecompileError
 
         return PrecompileError
+    if name in ("save_pair", "load_pair"):
+        from .tools import store
+
+        return getattr(store, name)
     raise AttributeError(f"module 'precompile_nb' has no attribute {name!r}")
 
 __version__ = "0.1.0"
-__all__ = ["precompile", "PrecompileError", "check", "load_ipython_extension",
-           "unload_ipython_extension"]
+__all__ = ["precompile", "PrecompileError", "check", "save_pair", "load_pair",
+           "load_ipython_extension", "unload_ipython_extension"]
 
 
 def load_ipython_extension(ipython):  # pragma: no cover - exercised by tests/test_magics.py

@@ -37,7 +37,7 @@ import torch
 import torch.distributed as dist
 
 from .core import _compat
-from .core.convention import decode, mesh_text
+from .runtime.convention import decode, mesh_text
 from .core.errors import PrecompileError
 from .core.load import read_meta
 
@@ -67,7 +67,7 @@ def precompile_on_one_rank(fn: Callable, *example_inputs: Any, src: int = 0,
     saves NAME.py / NAME.cache there and the others read them; otherwise the pair travels
     through the process group. Every rank must call it (it is a collective)."""
     from .core import precompile
-    from .core.store import save_pair
+    from .tools.store import save_pair
 
     if not dist.is_available() or not dist.is_initialized():
         raise PrecompileError(

@@ -33,14 +33,14 @@ from IPython.display import display
 from .core import BACKENDS, _compat, build
 from .core.errors import PrecompileError
 from .core.load import _AST_LOCK, load
-from .core.report import error_data, report_data
+from .tools.report import error_data, report_data
 from .core.schemas import Artifact
 from .viewers.explorer import render_violation_html
 from .viewers.html import render_report_html, render_report_page, summary_text
 
 if TYPE_CHECKING:
-    from .core.diff import ReportDiff
-    from .core.profile import Profile
+    from .tools.diff import ReportDiff
+    from .tools.profile import Profile
 
 __all__ = ["PrecompileMagics", "PrecompileResult", "PrecompileDiff", "PrecompileProfile",
            "load_ipython_extension", "unload_ipython_extension"]
@@ -75,7 +75,7 @@ class PrecompileResult:
         """Write NAME.py and NAME.cache into `directory` (created if needed), crash-safe (see
         precompile_nb.core.store: a killed save leaves the previous pair or the new one,
         never a torn pair); returns their paths."""
-        from .core.store import save_pair
+        from .tools.store import save_pair
 
         code_path, cache_path = save_pair(directory, self.name, self.python_code, self.cache)
         return os.fspath(code_path), os.fspath(cache_path)
@@ -92,7 +92,7 @@ class PrecompileResult:
         >>> d = narrow.diff(wide)  # doctest: +SKIP
         >>> d.data.nodes_changed, d.data.code_diff[:3]  # doctest: +SKIP
         """
-        from .core.diff import diff_reports
+        from .tools.diff import diff_reports
 
         if not isinstance(other, PrecompileResult):
             raise TypeError(f"diff: compare with another PrecompileResult (%%precompile --out), "
@@ -110,7 +110,7 @@ class PrecompileResult:
 
         >>> r.profile(model, x, steps=20)  # doctest: +SKIP
         """
-        from .core.profile import profile_artifact
+        from .tools.profile import profile_artifact
 
         plain = getattr(self.fn, "__wrapped__", None) if eager else None
         prof = profile_artifact(self.fn, self.report, inputs, steps=steps, eager=plain)
@@ -368,7 +368,7 @@ class PrecompileMagics(Magics):
                marks: list[tuple[str, int]]) -> None:
         import dataclasses
 
-        from .core.check import check
+        from .tools.check import check
         from .viewers.explorer import render_check_html
 
         ns = self.shell.user_ns

@@ -10,7 +10,7 @@ from torch import nn
 
 import precompile_nb
 from precompile_nb import PrecompileError, precompile
-from precompile_nb.core.report import error_data
+from precompile_nb.tools.report import error_data
 from precompile_nb.viewers.explorer import render_check_html, render_violation_html
 
 SCALE = torch.randn(4)

@@ -5,6 +5,11 @@
     code     = emit(captured, lowered)          # header, graph, metadata, driver
     cache    = pack(code, backend, binaries)    # integrity-tagged envelope
     fn       = load(code, cache)                # AST-read metadata, prime caches, exec
+
+core/ holds the stages only, one module (or, for capture, one package) each, plus what they
+share: schemas.py (the records between stages), errors.py, and _compat/ (every torch internal).
+May import: runtime/ (the convention's records, the driver's PrecompileError) and torch. Never
+tools/, viewers/ or magics.py: those sit on top (tests/test_layout.py checks it).
 """
 from __future__ import annotations
 

@@ -5,12 +5,12 @@ python_code is one self-contained module (needs only torch), in this order:
   graph            `call(args)`: Inductor's generated module, or the captured ATen graph
   metadata         `_PC_META = {...}`: the calling convention as plain literals; for Inductor,
                    `_PC_WARM = {...}`: which cached library serves which C++ kernel, and where
-                   each extern kernel lives in torch (Note [warm load] in warm.py)
+                   each extern kernel lives in torch (Note [warm load] in core/warm.py)
   driver           checks arguments, flattens models, calls the graph, writes back
 Each section starts with a marker line `# ==== [precompile_nb:NAME] ====`.
 
 Note [one driver, two homes]
-  The driver is real code in `_driver.py`, imported by the package (PrecompileError and the
+  The driver is real code in `runtime/driver.py`, imported by the package (PrecompileError and the
   message format live there) and copied verbatim into every artifact, so an artifact exec'd
   where precompile_nb is not installed behaves exactly like one loaded through
   precompile.load. The metadata literal is the single source of truth: the driver is built
@@ -23,14 +23,21 @@ from pathlib import Path
 
 import torch
 
+from ..runtime import driver
+from ..runtime.convention import (
+    ARTIFACT_FORMAT,
+    ARTIFACT_VERSION,
+    META_NAME,
+    SECTIONS,
+    ConstArg,
+    Convention,
+    ModuleArg,
+    PytreeArg,
+)
 from . import warm
-from .convention import (ARTIFACT_FORMAT, ARTIFACT_VERSION, ConstArg, Convention, ModuleArg,
-                         PytreeArg)
 from .schemas import Captured, Lowered
 
-META_NAME = "_PC_META"
-SECTIONS = ("graph", "metadata", "driver")
-DRIVER_SOURCE = Path(__file__).with_name("_driver.py").read_text(encoding="utf-8")
+DRIVER_SOURCE = Path(driver.__file__).read_text(encoding="utf-8")
 
 
 def marker(name: str) -> str:
@@ -39,7 +46,7 @@ def marker(name: str) -> str:
 
 def metadata(lw: Lowered) -> dict:
     """The metadata literal: the header (format, version, backend, torch) and the calling
-    convention's literal (see convention.py)."""
+    convention's literal (see runtime/convention.py)."""
     return {"format": ARTIFACT_FORMAT, "version": ARTIFACT_VERSION, "backend": lw.backend,
             "torch": torch.__version__, **lw.convention.to_literal()}
 

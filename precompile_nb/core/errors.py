@@ -1,6 +1,6 @@
 """PrecompileError and the invariant texts.
 
-The error class itself lives in `_driver.py` because every artifact carries a copy of it (an
+The error class itself lives in `runtime/driver.py` because every artifact carries a copy of it (an
 artifact must raise the same structured error where precompile_nb is not installed); this module
 is the package's door to it plus the capture/load-side helpers. See Note [one driver, two homes]
 in emit.py.
@@ -11,17 +11,18 @@ import re
 import traceback
 from types import TracebackType
 
-from ._driver import _PC_INVARIANTS as INVARIANTS
-from ._driver import PrecompileError
+from ..runtime.driver import _PC_INVARIANTS as INVARIANTS
+from ..runtime.driver import PrecompileError
 
-__all__ = ["PrecompileError", "INVARIANTS", "user_frame"]
+__all__ = ["PrecompileError", "INVARIANTS", "Problems", "fn_name", "user_frame"]
 
 PrecompileError.__module__ = "precompile_nb"
 
 
 _STACK_FRAME = re.compile(
     r'File "(?P<file>[^"]+)", line (?P<line>\d+), in [^\n]*\n?(?P<code>[^\n]*)')
-_NOT_USER = ("/torch/", "/precompile_nb/core/", "/contextlib.py")
+_NOT_USER = ("/torch/", "/precompile_nb/core/", "/precompile_nb/runtime/", "/precompile_nb/tools/",
+             "/contextlib.py")
 
 
 def user_frame(frames: TracebackType | str | None) -> str | None:
@@ -43,3 +44,23 @@ def user_frame(frames: TracebackType | str | None) -> str | None:
         if not any(part in file.replace("\\", "/") for part in _NOT_USER):
             return f"{file}:{line}: {(code or '').strip()}"
     return None
+
+
+class Problems:
+    """Where capture reports invariant violations: raised at once (precompile), or all
+    collected (the dry-run checker, precompile_nb.check)."""
+
+    def __init__(self, collect: bool = False) -> None:
+        self.collect = collect
+        self.errors: list[PrecompileError] = []
+
+    def add(self, err: PrecompileError) -> None:
+        if not self.collect:
+            raise err
+        self.errors.append(err)
+
+
+def fn_name(fn: object) -> str:
+    """How an error names the user's fn ("fn" for a lambda)."""
+    name = getattr(fn, "__name__", None) or type(fn).__name__
+    return "fn" if name == "<lambda>" else name

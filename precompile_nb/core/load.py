@@ -17,7 +17,7 @@ Which path runs python_code (forward.__precompile_load__["path"] and ["reason"])
   "warm"      the cache is in place and the module asks Inductor for nothing but its cached
               C++ kernels and Triton cubins: the libraries are imported and the cubins
               launched directly, no compiler module is imported and no process started
-              (Notes [warm load] and [warm CUDA load] in warm.py)
+              (Notes [warm load] and [warm CUDA load] in core/warm.py)
   "compile"   anything else (no cache, another torch build or GPU architecture, a kernel
               autotuned at its first call, an artifact made before _PC_WARM): Inductor looks
               up, or compiles, every kernel as it always did
@@ -41,9 +41,9 @@ import weakref
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from . import _compat, cache as _cache, warm
-from .convention import ARTIFACT_FORMAT, ARTIFACT_VERSION, decode
-from .emit import META_NAME
+from ..runtime.convention import ARTIFACT_FORMAT, ARTIFACT_VERSION, META_NAME, decode
+from . import _compat, warm
+from . import cache as _cache
 from .errors import PrecompileError
 
 _counter = itertools.count()

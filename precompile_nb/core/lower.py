@@ -19,7 +19,7 @@ import time
 import torch
 
 from . import _compat, warm
-from .convention import AliasOut, GraphOut, InputOut, WriteBack
+from ..runtime.convention import AliasOut, GraphOut, InputOut, WriteBack
 from .errors import PrecompileError
 from .schemas import Captured, KernelInfo, Lowered
 

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .convention import AliasOut, Constant, Convention, TensorInput
+from ..runtime.convention import AliasOut, Constant, Convention, TensorInput
 
 
 @dataclass(frozen=True)

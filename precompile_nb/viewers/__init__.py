@@ -1,4 +1,4 @@
-"""Viewers: render what a precompile run recorded (the plain dicts of core.report) as HTML,
+"""Viewers: render what a precompile run recorded (the plain dicts of tools.report) as HTML,
 Graphviz pictures and ipywidgets. They see data, never the compiler, and never import torch.
 
     from precompile_nb.viewers import render_report_html, render_violation_html
@@ -9,6 +9,10 @@ html.py      the report: Summary, Source, Graph, Kernels, Invariants tabs; a ful
 graph.py     graph nodes -> DOT (module clusters, collapsing big graphs) -> SVG
 explorer.py  the invariant-violation explorer
 widgets.py   the same report as live ipywidgets, and stage progress for build(on_stage=...)
+profile.py, diff.py  the Profile tab and the diff of two reports
+
+May import: the standard library, pygments, ipywidgets. Nothing else of the package, and not
+torch (tests/test_layout.py and tests/viewers/test_viewers_without_torch.py check it).
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The diff of two precompile results as static HTML: ReportDiff.to_data() (core/diff.py) in,
+"""The diff of two precompile results as static HTML: ReportDiff.to_data() (tools/diff.py) in,
 one self-contained fragment out. Plain data only; nothing here imports torch.
 
     html = render_diff_html(diff_reports(a.report, b.report).to_data())

@@ -292,6 +292,15 @@ def _build(nodes: Sequence[dict[str, Any]], node_budget: int, expand: set[str],
     write("", "  ")
     if drawn > 150:  # Note [dot layout time]
         lines.insert(2, "  graph [nslimit=2, nslimit1=2, mclimit=0.5];")
+    lines += _edge_lines(nodes, rep)
+    lines.append("}")
+    shown = {p for p in opened if all(q in opened for q in _split_path(p))} - {""}
+    return "\n".join(lines) + "\n", drawn, tuple(collapsed), shown
+
+
+def _edge_lines(nodes: Sequence[dict[str, Any]], rep: dict[str, str]) -> list[str]:
+    """One edge per pair of drawn items; its weight shows how many graph edges it stands for."""
+    lines = []
     edges: dict[tuple[str, str], int] = {}
     for n in nodes:
         dst = rep[str(n["name"])]
@@ -306,9 +315,7 @@ def _build(nodes: Sequence[dict[str, Any]], node_budget: int, expand: set[str],
                          f'tooltip="{k} edges"];')
         else:
             lines.append(f"  {src} -> {dst};")
-    lines.append("}")
-    shown = {p for p in opened if all(q in opened for q in _split_path(p))} - {""}
-    return "\n".join(lines) + "\n", drawn, tuple(collapsed), shown
+    return lines
 
 
 def node_tooltip(n: dict[str, Any]) -> str:

@@ -1,4 +1,4 @@
-"""The Profile view: Profile.to_data() (core/profile.py) in, HTML out. Top modules (forward,
+"""The Profile view: Profile.to_data() (tools/profile.py) in, HTML out. Top modules (forward,
 backward, the eager forward beside it) with the unattributed remainder as its own row, top
 kernels, and the slowest graph nodes. Plain data only; nothing here imports torch.
 

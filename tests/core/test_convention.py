@@ -14,7 +14,7 @@ from torch import nn
 
 from precompile_nb import PrecompileError, precompile
 from precompile_nb.core import build
-from precompile_nb.core.convention import (ARTIFACT_VERSION, FINGERPRINTS, AliasOut, ConstArg,
+from precompile_nb.runtime.convention import (ARTIFACT_VERSION, FINGERPRINTS, AliasOut, ConstArg,
                                            Constant, ConstOut, GraphOut, InputOut, ModuleArg,
                                            PytreeArg, TensorArg, decode, schema_fingerprint)
 from precompile_nb.core.emit import META_NAME
@@ -188,7 +188,7 @@ def test_artifact_version_changes_exactly_when_the_format_does():
     got = schema_fingerprint()
     assert FINGERPRINTS.get(ARTIFACT_VERSION) == got, (
         "the artifact format (the metadata literal's records, their literal kinds, or the "
-        "section markers) changed: bump ARTIFACT_VERSION in precompile_nb/core/convention.py "
+        "section markers) changed: bump ARTIFACT_VERSION in precompile_nb/runtime/convention.py "
         f"and record FINGERPRINTS[{ARTIFACT_VERSION + 1}] = {got!r} "
         "(Note [artifact version])")
     assert len(set(FINGERPRINTS.values())) == len(FINGERPRINTS)  # each version its own format

@@ -10,7 +10,7 @@ import torch
 from precompile_nb import PrecompileError, precompile
 from precompile_nb.core import build
 from precompile_nb.core.cache import read_tag
-from precompile_nb.core.report import report_data
+from precompile_nb.tools.report import report_data
 from tests.core.models import assert_sgd_matches_eager, bn_mlp, mlp, train_step
 from tests.core.test_inductor import fresh_load
 

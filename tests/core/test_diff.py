@@ -5,8 +5,8 @@ import torch
 from torch import nn
 
 from precompile_nb.core import build
-from precompile_nb.core.diff import diff_reports
-from precompile_nb.core.report import report_data
+from precompile_nb.tools.diff import diff_reports
+from precompile_nb.tools.report import report_data
 
 
 def step(m, x):

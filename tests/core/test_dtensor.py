@@ -13,7 +13,7 @@ from torch import nn
 from precompile_nb import PrecompileError, precompile
 from tests.conftest import cuda
 from precompile_nb.core import build
-from precompile_nb.core.report import report_data
+from precompile_nb.tools.report import report_data
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """Dynamic dimensions marked with torch._dynamo.mark_dynamic: one artifact serves every size,
 the conditions the graph needed are decided by the example, recorded as guards and checked on
-every call before any kernel (Note [guards from the example] in capture.py)."""
+every call before any kernel (Note [guards from the example] in core/capture/marks.py)."""
 from __future__ import annotations
 
 import copy
@@ -15,7 +15,7 @@ from torch._dynamo.decorators import mark_unbacked
 
 from precompile_nb import PrecompileError, precompile
 from precompile_nb.core import build
-from precompile_nb.core.report import report_data
+from precompile_nb.tools.report import report_data
 from precompile_nb.viewers import render_report_html
 
 

@@ -11,8 +11,8 @@ from torch import nn
 from precompile_nb import PrecompileError
 from precompile_nb.core import build
 from precompile_nb.core.load import load
-from precompile_nb.core.profile import UNATTRIBUTED, profile_artifact
-from precompile_nb.core.report import report_data
+from precompile_nb.tools.profile import UNATTRIBUTED, profile_artifact
+from precompile_nb.tools.report import report_data
 from tests.core.models import mlp, train_step
 
 

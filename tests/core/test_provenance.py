@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from precompile_nb.core import build
-from precompile_nb.core.report import report_data
+from precompile_nb.tools.report import report_data
 
 
 def predict(model, x):

@@ -1,4 +1,4 @@
-"""Crash-safe saves: precompile_nb.core.store.save_pair / load_pair (protocol in store.py).
+"""Crash-safe saves: precompile_nb.tools.store.save_pair / load_pair (protocol in store.py).
 
 A save killed at any moment (SIGKILL: no cleanup runs) leaves a whole pair that load_pair
 loads: the previous one, or the new one once its cache was committed. A pair that does not
@@ -19,7 +19,7 @@ import torch
 
 from precompile_nb import PrecompileError
 from precompile_nb.core import cache as cache_mod
-from precompile_nb.core.store import load_pair, save_pair
+from precompile_nb.tools.store import load_pair, save_pair
 
 from .conftest import Pair, example_inputs, forge, gather_double_relu, gather_triple_relu
 

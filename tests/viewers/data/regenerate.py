@@ -41,7 +41,7 @@ def example() -> tuple[Any, Any]:
 def build_report(backend: str) -> dict[str, Any]:
     """report_data of `step` on the example, built now with the installed torch."""
     from precompile_nb.core import build
-    from precompile_nb.core.report import report_data
+    from precompile_nb.tools.report import report_data
 
     m, x = example()
     data = report_data(build(step, m, x, backend=backend))

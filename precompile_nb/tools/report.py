@@ -10,12 +10,12 @@ from typing import Any
 
 import torch
 
-from ._driver import _PC_INVARIANTS
-from .cache import read_tag
-from .convention import mesh_text
-from .emit import section_lines
-from .errors import PrecompileError
-from .schemas import Artifact
+from ..runtime.driver import _PC_INVARIANTS
+from ..core.cache import read_tag
+from ..runtime.convention import mesh_text
+from ..core.emit import section_lines
+from ..core.errors import PrecompileError
+from ..core.schemas import Artifact
 
 REPORT_VERSION = 1
 
@@ -25,23 +25,7 @@ def report_data(art: Artifact, *, load_stats: dict | None = None) -> dict[str, A
     conv = lw.convention
     grads_in = {g.input for g in conv.grads}
     mutated = set(c.mutated) | {w.input for w in conv.mutations}
-    inputs = []
-    n_elem = n_bytes = n_weights = 0
-    for i, s in enumerate(c.inputs):
-        if s.kind in ("param", "buffer"):
-            n_weights += 1
-            numel = 1
-            for d in s.shape:
-                numel *= d
-            n_elem += numel
-            n_bytes += numel * torch.empty((), dtype=getattr(torch, s.dtype)).element_size()
-        inputs.append({
-            "index": i, "where": s.where, "kind": s.kind, "shape": list(s.shape),
-            "dynamic": {str(d): list(b) for d, b in s.dynamic.items()}, "dtype": s.dtype,
-            "device": s.device, "stride": list(s.stride), "requires_grad": s.requires_grad,
-            "gets_grad": i in grads_in, "mutated": i in mutated,
-            "dtensor": _dtensor_row(s.dtensor, conv.meshes),
-        })
+    inputs, weights = _input_rows(c.inputs, conv, grads_in, mutated)
     devices = sorted({s.device for s in c.inputs}) or ["cpu"]
     sections = section_lines(art.python_code)
     tag = None
@@ -57,7 +41,7 @@ def report_data(art: Artifact, *, load_stats: dict | None = None) -> dict[str, A
         "torch": torch.__version__,
         "inputs": inputs,
         "baked": [{"where": w, "value": repr(v)} for w, v in c.baked],
-        "weights": {"tensors": n_weights, "elements": n_elem, "bytes": n_bytes},
+        "weights": weights,
         "outputs": [lf.to_literal() for lf in conv.outputs],
         "grads": [c.inputs[g.input].where for g in conv.grads],
         # only meaningful when fn runs a backward at all
@@ -84,6 +68,29 @@ def report_data(art: Artifact, *, load_stats: dict | None = None) -> dict[str, A
         "invariants": invariant_checklist(art),
         "violation": None,
     }
+
+
+def _input_rows(specs: Any, conv: Any, grads_in: set[int], mutated: set[int],
+                ) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """One row per graph input, and the weights' totals (tensors, elements, bytes)."""
+    inputs = []
+    n_elem = n_bytes = n_weights = 0
+    for i, s in enumerate(specs):
+        if s.kind in ("param", "buffer"):
+            n_weights += 1
+            numel = 1
+            for d in s.shape:
+                numel *= d
+            n_elem += numel
+            n_bytes += numel * torch.empty((), dtype=getattr(torch, s.dtype)).element_size()
+        inputs.append({
+            "index": i, "where": s.where, "kind": s.kind, "shape": list(s.shape),
+            "dynamic": {str(d): list(b) for d, b in s.dynamic.items()}, "dtype": s.dtype,
+            "device": s.device, "stride": list(s.stride), "requires_grad": s.requires_grad,
+            "gets_grad": i in grads_in, "mutated": i in mutated,
+            "dtensor": _dtensor_row(s.dtensor, conv.meshes),
+        })
+    return inputs, {"tensors": n_weights, "elements": n_elem, "bytes": n_bytes}
 
 
 def _dtensor_row(layout: Any, meshes: tuple) -> dict[str, Any] | None:

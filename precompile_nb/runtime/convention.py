@@ -7,8 +7,8 @@ back and which receive gradients. capture builds it, lower refines it
 (`dataclasses.replace`), emit writes `convention.to_literal()` into the artifact, and both
 `load.read_meta` and the driver read it back with the one decoder, `decode`.
 
-The record classes are defined in `_driver.py`, because every artifact carries the driver and
-needs them to run (Note [one driver, two homes] in emit.py); this module is the package's
+The record classes are defined in `driver.py`, because every artifact carries the driver and
+needs them to run (Note [one driver, two homes] in core/emit.py); this module is the package's
 door to them, and it holds the artifact format version with its rule.
 
     >>> from precompile_nb.core.convention import TensorArg, decode
@@ -21,23 +21,23 @@ import dataclasses
 import hashlib
 from typing import Any, Union
 
-from . import _driver
-from ._driver import PcAliasOut as AliasOut
-from ._driver import PcConstant as Constant
-from ._driver import PcConstArg as ConstArg
-from ._driver import PcConstOut as ConstOut
-from ._driver import PcConvention as Convention
-from ._driver import PcDTensor as DTensorLayout
-from ._driver import PcGraphOut as GraphOut
-from ._driver import PcGuard as Guard
-from ._driver import PcInputOut as InputOut
-from ._driver import PcLeaf as Leaf
-from ._driver import PcMesh as Mesh
-from ._driver import PcModuleArg as ModuleArg
-from ._driver import PcPytreeArg as PytreeArg
-from ._driver import PcTensorArg as TensorArg
-from ._driver import PcTensorInput as TensorInput
-from ._driver import PcWriteBack as WriteBack
+from . import driver as _driver
+from .driver import PcAliasOut as AliasOut
+from .driver import PcConstant as Constant
+from .driver import PcConstArg as ConstArg
+from .driver import PcConstOut as ConstOut
+from .driver import PcConvention as Convention
+from .driver import PcDTensor as DTensorLayout
+from .driver import PcGraphOut as GraphOut
+from .driver import PcGuard as Guard
+from .driver import PcInputOut as InputOut
+from .driver import PcLeaf as Leaf
+from .driver import PcMesh as Mesh
+from .driver import PcModuleArg as ModuleArg
+from .driver import PcPytreeArg as PytreeArg
+from .driver import PcTensorArg as TensorArg
+from .driver import PcTensorInput as TensorInput
+from .driver import PcWriteBack as WriteBack
 
 # the dims of a dense layout, outer to inner, or None (one rule for capture and the driver)
 dense_order = _driver._pc_dense_order
@@ -52,9 +52,9 @@ Output = Union[GraphOut, InputOut, AliasOut, ConstOut]
 
 __all__ = ["AliasOut", "Argument", "ARTIFACT_FORMAT", "ARTIFACT_VERSION", "ConstArg",
            "ConstOut", "Constant", "Convention", "DTensorLayout", "GraphOut", "Guard", "InputOut", "Leaf",
-           "Mesh", "ModuleArg", "Output", "PytreeArg", "TensorArg", "TensorInput", "WriteBack",
+           "META_NAME", "Mesh", "ModuleArg", "Output", "PytreeArg", "TensorArg", "TensorInput", "WriteBack",
            "decode", "dense_order", "find_class", "mesh_text", "placement_text",
-           "schema_fingerprint"]
+           "schema_fingerprint", "SECTIONS"]
 
 # Note [artifact version]
 #   ARTIFACT_VERSION names the shape of what the package reads out of an artifact without
@@ -66,6 +66,10 @@ __all__ = ["AliasOut", "Argument", "ARTIFACT_FORMAT", "ARTIFACT_VERSION", "Const
 #   and compares it with FINGERPRINTS[ARTIFACT_VERSION]. When it fails, bump ARTIFACT_VERSION
 #   and record the new fingerprint under it (keep the old ones: they document the history).
 ARTIFACT_FORMAT = "precompile_nb.artifact"
+# the metadata literal's name in python_code, and its sections in order (each opens with
+# a marker line, emit.marker)
+META_NAME = "_PC_META"
+SECTIONS = ("graph", "metadata", "driver")
 ARTIFACT_VERSION = 4
 FINGERPRINTS = {
     2: "171e3cadd88976d991d90287a3f83fc7798119443ab51f09dd6200f436cdfda4",
@@ -87,8 +91,6 @@ def decode(meta: Any) -> Convention:
 
 def schema_fingerprint() -> str:
     """sha256 of the artifact format's shape (Note [artifact version])."""
-    from .emit import META_NAME, SECTIONS
-
     def kind_text(kind: Any) -> str:
         if isinstance(kind, tuple) and kind and isinstance(kind[-1], type):
             return f"{kind[0]}:{kind[1].__name__}"

@@ -1,7 +1,7 @@
 # ---- precompile_nb driver (copied verbatim into every artifact; imports only torch) ----
 # The driver is the artifact's calling convention made executable. It decodes the metadata
 # literal _PC_META into typed records (the same records and the same decoder the package uses,
-# see precompile_nb/core/convention.py), then, per call: flattens the arguments into graph
+# see precompile_nb/runtime/convention.py), then, per call: flattens the arguments into graph
 # inputs, checks them, runs the compiled graph, writes mutations and gradients back and
 # rebuilds fn's result. See Note [one driver, two homes] in precompile_nb/core/emit.py.
 import dataclasses as _pc_dataclasses
@@ -88,7 +88,7 @@ class PrecompileError(RuntimeError):
 #   malformed literal is a PrecompileError (invariant 7) at load, before anything runs.
 #   Union kinds (arguments, outputs) carry a "kind" tag in their literal. The package and
 #   every artifact use these same classes: the artifact needs them to run, so they live here
-#   (precompile_nb/core/convention.py re-exports them). Changing a schema changes the
+#   (precompile_nb/runtime/convention.py re-exports them). Changing a schema changes the
 #   artifact format: see Note [artifact version] in convention.py.
 
 def _pc_record(cls):
@@ -356,7 +356,7 @@ class PcWriteBack(_PcRecord):
 class PcGuard(_PcRecord):
     """A condition on dynamic sizes that the graph was captured under, checked on every call
     before any kernel (invariant 3). Capture assumed it because the example satisfies it and
-    the graph needed to know (Note [guards from the example] in capture.py)."""
+    the graph needed to know (Note [guards from the example] in capture/marks.py)."""
 
     expr: str  # a Python expression over the symbol names: "u0 <= 880801"
     symbols: dict  # symbol name -> (graph input, dim)

@@ -45,9 +45,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from . import cache as _cache
-from .errors import PrecompileError
-from .load import load
+from ..core import cache as _cache
+from ..core.errors import PrecompileError
+from ..core.load import load
 
 try:  # POSIX; elsewhere saves of one NAME must not run concurrently (documented above)
     import fcntl

@@ -11,9 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from . import _compat
-from .capture import Problems, capture
-from .errors import PrecompileError
+from ..core import _compat
+from ..core.capture import Problems, capture
+from ..core.errors import PrecompileError
 
 Severity = Literal["error", "warning", "note"]
 

@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import inspect
 import statistics
-import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -23,16 +21,28 @@ from typing import Any
 
 import torch
 
-from .errors import PrecompileError
+from ..core.errors import PrecompileError
+from .profile_eager import _profile_eager
+from .timing import (
+    _KERNEL_RANGE,
+    _STEP_RANGE,
+    _gpu_by_owner,
+    _gpu_seconds,
+    _on_cuda,
+    _per_step,
+    _profiled,
+    _wall_seconds,
+)
 
 __all__ = ["KernelTime", "ModuleTime", "Profile", "profile_artifact", "UNATTRIBUTED",
            "TOP_LEVEL"]
 
+
 UNATTRIBUTED = "(unattributed)"  # the module row for step time outside every kernel
+
+
 TOP_LEVEL = "(top level)"  # the module row for nodes of fn itself, outside any module
-_KERNEL_RANGE = "pcnb.kernel#"
-_MODULE_RANGE = "pcnb.module#"
-_STEP_RANGE = "pcnb.step"
+
 
 # Ops that only reinterpret a tensor (no arithmetic): a kernel's time goes to the other nodes it
 # computes, unless it computes nothing but these.
@@ -170,68 +180,11 @@ def profile_artifact(fn: Callable[..., Any], report: Mapping[str, Any], inputs: 
     return dataclasses.replace(prof, peak_bytes=peak)
 
 
-# ---------------------------------------------------------------------------------------------
-# measuring
-
-
 @dataclass(frozen=True)
 class _Measured:
     calls: int
     seconds: float
     bytes: int
-
-
-def _on_cuda(inputs: Sequence[Any]) -> bool:
-    for v in inputs:
-        if isinstance(v, torch.Tensor) and v.is_cuda:
-            return True
-        if isinstance(v, torch.nn.Module):
-            if any(t.is_cuda for t in v.parameters()) or any(t.is_cuda for t in v.buffers()):
-                return True
-    return False
-
-
-def _sync(cuda: bool) -> None:
-    if cuda:
-        torch.cuda.synchronize()
-
-
-def _wall_seconds(call: Callable[[], Any], steps: int, warmup: int, cuda: bool) -> float:
-    """The median wall time of one call, warmed up, with no profiler running and nothing
-    instrumented (synchronized on CUDA): the step time the rows add up to. Medians here and
-    for CPU kernel times: a busy machine stalls a call now and then, and one stall would
-    otherwise move the mean of a few calls by more than the step takes."""
-    for _ in range(warmup):
-        call()
-    _sync(cuda)
-    times = []
-    for _ in range(steps):
-        t0 = time.perf_counter()
-        call()
-        _sync(cuda)
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
-def _per_step(calls: Sequence[float], steps: int) -> float:
-    """Seconds per step from the times of every call: the median call times the calls per
-    step (see _wall_seconds on medians)."""
-    return statistics.median(calls) * len(calls) / steps if calls else 0.0
-
-
-def _profiled(call: Callable[[], Any], steps: int, cuda: bool) -> Any:
-    """torch.profiler over `steps` calls, each in a "pcnb.step" range."""
-    activities = [torch.profiler.ProfilerActivity.CPU]
-    if cuda:
-        activities.append(torch.profiler.ProfilerActivity.CUDA)
-    call()  # once more with the ranges in place, outside the profile
-    _sync(cuda)
-    with torch.profiler.profile(activities=activities) as prof:
-        for _ in range(steps):
-            with torch.profiler.record_function(_STEP_RANGE):
-                call()
-            _sync(cuda)
-    return prof
 
 
 def _profile_artifact(fn: Callable[..., Any], ns: dict[str, Any],
@@ -268,46 +221,6 @@ def _profile_artifact(fn: Callable[..., Any], ns: dict[str, Any],
         measured[k] = _Measured(calls=n_calls, seconds=per_kernel.get(k, 0.0) / steps,
                                 bytes=counters.bytes.get(k, 0) // (steps + 1))
     return measured, step_s, _outside_ops(events, cuda, steps, eager_backend), peak
-
-
-def _gpu_seconds(events: Sequence[Any], prefix: str) -> dict[str, float]:
-    """GPU time per range named `prefix...`: each GPU kernel (or memcpy/memset) goes to the
-    range around the CPU call that launched it. See Note [GPU time of a range]."""
-    out: dict[str, float] = defaultdict(float)
-    for owner, t in _gpu_by_owner(events, lambda e: e.name.startswith(prefix)).items():
-        out[owner.name] += t
-    return out
-
-
-def _gpu_by_owner(events: Sequence[Any], is_owner: Callable[[Any], bool]) -> dict[Any, float]:
-    """GPU seconds per CPU event: each GPU event goes to the nearest CPU ancestor of its launch
-    call for which `is_owner` holds."""
-    launches: dict[int, Any] = {}
-    for e in events:
-        if e.device_type == torch.autograd.DeviceType.CPU and e.name.startswith("cu"):
-            launches.setdefault(e.id, e)  # cudaLaunchKernel, cuLaunchKernelEx, cudaMemsetAsync
-    out: dict[Any, float] = defaultdict(float)
-    for e in events:
-        if (e.device_type != torch.autograd.DeviceType.CUDA
-                or getattr(e, "is_user_annotation", False) or e.name.startswith("pcnb.")):
-            continue  # the GPU-side copy of a record_function range is no kernel
-        owner = launches.get(e.id)
-        while owner is not None and not is_owner(owner):
-            owner = owner.cpu_parent
-        if owner is not None:
-            out[owner] += e.time_range.elapsed_us() / 1e6
-    return out
-
-
-# Note [GPU time of a range]
-# ~~~~~~~~~~~~~~~~~~~~~~~~~~
-# The profiler links a GPU kernel to the CPU side in two ways at once (the innermost op, and
-# the runtime call that launched it), so a record_function range's device_time_total counts
-# an extern kernel (aten::mm -> cudaLaunchKernel -> the cuBLAS kernel) twice, and its
-# `kernels` list can be empty. Instead each GPU event is matched to its launch call by the
-# correlation id they share, and the launch call's CPU ancestors name the range. The GPU-side
-# copies of record_function ranges (device events named like the range, spanning its first to
-# last kernel) are skipped: they are no work of their own.
 
 
 def _outside_ops(events: Sequence[Any], cuda: bool, steps: int,
@@ -463,10 +376,6 @@ def _restored(inputs: Sequence[Any]) -> Iterator[None]:
                 b.copy_(saved)
 
 
-# ---------------------------------------------------------------------------------------------
-# the eager backend: every node is one ATen call of the graph, in order
-
-
 def _eager_kernels(report: Mapping[str, Any]) -> list[dict[str, Any]]:
     """One pseudo-kernel per compute node of an eager-backend artifact."""
     return [{"name": n["target"], "kind": "aten", "fused_ops": [n["target"]],
@@ -517,92 +426,6 @@ def _eager_op_times(events: Sequence[Any], kernels: Sequence[Mapping[str, Any]],
     if cuda:
         return {k: sum(ts) for k, ts in times.items()}
     return {k: statistics.median(ts) * len(ts) for k, ts in times.items()}
-
-
-# ---------------------------------------------------------------------------------------------
-# eager, module by module
-
-
-def _module_paths(fn: Callable[..., Any], inputs: Sequence[Any]) -> dict[torch.nn.Module, str]:
-    """Each module reachable from `inputs`, named like the graph names it ("m", "m.0"): the
-    argument name, then the attribute path."""
-    try:
-        params = [p.name for p in inspect.signature(fn).parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    except (TypeError, ValueError):
-        params = []
-    paths: dict[torch.nn.Module, str] = {}
-    for k, v in enumerate(inputs):
-        if isinstance(v, torch.nn.Module):
-            root = params[k] if k < len(params) else f"arg{k}"
-            for sub, mod in v.named_modules(prefix=root):
-                paths.setdefault(mod, sub)
-    return paths
-
-
-@contextlib.contextmanager
-def _module_ranges(paths: Mapping[torch.nn.Module, str]) -> Iterator[None]:
-    """A record_function range around each module's forward, by forward hooks (removed
-    after)."""
-    open_ranges: dict[int, list[Any]] = defaultdict(list)
-
-    def enter(mod: torch.nn.Module, _args: Any) -> None:
-        rf = torch.profiler.record_function(f"{_MODULE_RANGE}{paths[mod]}")
-        rf.__enter__()
-        open_ranges[id(mod)].append(rf)
-
-    def leave(mod: torch.nn.Module, _args: Any, _out: Any) -> None:
-        if open_ranges[id(mod)]:
-            open_ranges[id(mod)].pop().__exit__(None, None, None)
-
-    handles = []
-    for mod in paths:
-        handles.append(mod.register_forward_pre_hook(enter))
-        handles.append(mod.register_forward_hook(leave))
-    try:
-        yield
-    finally:
-        for h in handles:
-            h.remove()
-
-
-def _profile_eager(eager: Callable[..., Any], inputs: Sequence[Any], steps: int, warmup: int,
-                   cuda: bool) -> tuple[dict[str, float], float]:
-    """Each module's own eager forward time per step (its children's ranges excluded), and
-    the eager step time."""
-    paths = _module_paths(eager, inputs)
-    step_s = _wall_seconds(lambda: eager(*inputs), steps, warmup, cuda)
-    with _module_ranges(paths):
-        prof = _profiled(lambda: eager(*inputs), steps, cuda)
-    events = list(prof.events())
-    own: dict[str, float] = defaultdict(float)
-    if cuda:  # a kernel goes to the innermost module range: the module's own time
-        for name, t in _gpu_seconds(events, _MODULE_RANGE).items():
-            own[name[len(_MODULE_RANGE):]] += t / steps
-        return dict(own), step_s
-    calls: dict[str, list[float]] = defaultdict(list)
-    for e in events:
-        if e.name.startswith(_MODULE_RANGE):
-            t = e.cpu_time_total / 1e6 - sum(c.cpu_time_total / 1e6
-                                             for c in _module_children(e))
-            calls[e.name[len(_MODULE_RANGE):]].append(t)
-    return {name: _per_step(ts, steps) for name, ts in calls.items()}, step_s
-
-
-def _module_children(e: Any) -> list[Any]:
-    """The nearest module ranges below `e`."""
-    out, todo = [], list(e.cpu_children)
-    while todo:
-        c = todo.pop()
-        if c.name.startswith(_MODULE_RANGE):
-            out.append(c)
-        else:
-            todo.extend(c.cpu_children)
-    return out
-
-
-# ---------------------------------------------------------------------------------------------
-# attributing
 
 
 def _op(target: str) -> str:

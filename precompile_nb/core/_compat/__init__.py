@@ -1,0 +1,102 @@
+"""The one door to torch internals.
+
+Every private torch API precompile_nb uses, and every torch-version branch, lives here with a
+comment naming the versions it was checked on (2.11 on the GPU machine, 2.13 in CI, 2.14).
+Nothing here patches torch globally; what must be patched is patched inside a context manager
+and restored.
+
+The door is one package: `from . import _compat` and `_compat.NAME` reach every name, whichever
+of its modules holds it:
+  tracing.py   capture: make_fx, fake tensors, symbolic sizes, marks, autocast, RNG, DTensor
+  inductor.py  lowering and the compile-path load: AOTAutograd + Inductor, caches, Triton
+  warm.py      the warm load, without the compiler stack
+"""
+from __future__ import annotations
+
+import threading
+
+import torch
+
+from .inductor import (  # noqa: F401 - the door re-exports
+    SKIP_CACHE_PARTS,
+    autotune_now,
+    in_process_kernel_loads,
+    inductor_cache_dir,
+    inductor_compile,
+    isa_probe_sources,
+    isa_probes_in_process,
+    private_compile_cache,
+    recording_triton_launchers,
+    relocate_cache_file,
+    reproducible_comment,
+    reproducible_inductor_source,
+    run_isa_probes_fresh,
+    running_artifact,
+    same_kernel_keys,
+    strip_inductor_main,
+    triton_cache_dir,
+    triton_launch_records,
+)
+from .tracing import (  # noqa: F401 - the door re-exports
+    DimMarks,
+    autocast_enabled_devices,
+    backward_op_origins,
+    condition_at,
+    condition_source,
+    data_dependent_errors,
+    data_parallel_wrapper,
+    dim_marks,
+    dtensor_from_local,
+    dtensor_local,
+    dtensor_mesh,
+    fake_with_unbacked,
+    functionalize,
+    guard_condition,
+    has_effects,
+    is_aten_op,
+    is_carried_placement,
+    is_collective,
+    is_dtensor,
+    is_tensor_subclass,
+    make_fx_trace,
+    mark_dynamic,
+    mark_unbacked,
+    mesh_groups,
+    namedtuple_class,
+    no_autocast,
+    preserved_rng_state,
+    rename_node,
+    reparametrize,
+    runtime_asserts,
+    storage_key,
+    treespec_children,
+)
+from .warm import (  # noqa: F401 - the door re-exports
+    WARM_IMPORTS,
+    can_launch_cubins,
+    cpp_binding_source,
+    cuda_capability,
+    extern_kernel_location,
+    launch_cubin,
+    light_inductor_cache_dir,
+    load_cpp_kernel,
+    load_cubin,
+    profiler_module,
+    record_function_fast,
+    resolve_torch_path,
+    warm_module_attrs,
+)
+
+# One lock for everything that touches process-global compiler state: the inductor cache dir
+# environment, module reparametrization of shared example models, the RNG save/restore. torch
+# 2.14.1's own precompile is not thread-safe; we serialize capture+lower and the cache
+# unpacking in load.
+GLOBAL_LOCK = threading.RLock()
+
+
+def torch_build_id() -> str:
+    """Identifies the torch build a cache was made with: version + git revision + CUDA."""
+    git = getattr(torch.version, "git_version", "") or ""
+    return f"{torch.__version__}+{git[:12]}+cuda={torch.version.cuda}"
+
+

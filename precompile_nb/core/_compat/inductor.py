@@ -1,0 +1,454 @@
+"""torch internals of lowering and of the compile-path load: AOTAutograd + Inductor, their
+cache dirs, reproducible generated source, the CPU ISA probes, Triton launch records and
+autotuning (the checked versions are named beside each).
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import torch
+
+from .warm import light_inductor_cache_dir
+
+
+@contextlib.contextmanager
+def private_compile_cache() -> Iterator[str]:
+    """A fresh, private TORCHINDUCTOR_CACHE_DIR / TRITON_CACHE_DIR for one compile, so that
+    exactly the binaries of this artifact land in it and can be packed into its cache
+    (2.11-2.14: torch._inductor.utils.fresh_cache). Yields the directory; removed after."""
+    import tempfile
+
+    from torch._inductor.utils import fresh_cache
+
+    parent = tempfile.mkdtemp(prefix="precompile_nb_")
+    try:
+        with fresh_cache(dir=parent, delete=True):
+            yield os.environ["TORCHINDUCTOR_CACHE_DIR"]
+    finally:
+        import shutil
+
+        shutil.rmtree(parent, ignore_errors=True)
+
+
+def inductor_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
+                     dynamic: bool = False) -> tuple[str, torch.fx.GraphModule, Callable]:
+    """AOTAutograd + Inductor on a functional graph. Returns (the generated module's source,
+    the post-AOTAutograd graph Inductor lowered, the compiled callable).
+    With dynamic sizes, Inductor's layout optimization is off (config.layout_optimization,
+    2.11-2.14): it picks convolution layouts from the sizes, and with a symbolic batch it
+    assumed a layout the convolution then did not return (a CNN's every call failed)."""
+    from torch._inductor import config as inductor_config
+    from torch._inductor.compile_fx import compile_fx, compile_fx_inner
+
+    seen: dict[str, Any] = {}
+
+    def inner(inner_gm, inner_inputs, **kwargs):
+        seen["gm"] = inner_gm
+        compiled = compile_fx_inner(inner_gm, inner_inputs, **kwargs)
+        seen["source"] = compiled.source_code  # 2.11-2.14: CompiledFxGraph.source_code
+        return compiled
+
+    layout = {"layout_optimization": False} if dynamic else {}
+    with same_kernel_keys(), inductor_config.patch(layout):
+        compiled = compile_fx(gm, list(example_inputs), inner_compile=inner)
+    if "source" not in seen:
+        raise RuntimeError("precompile_nb internal error: Inductor produced no module source")
+    return seen["source"], seen["gm"], compiled
+
+
+@contextlib.contextmanager
+def recording_triton_launchers() -> Iterator[None]:
+    """While Inductor compiles for CUDA: tag each Triton launcher it builds with the compile
+    result it came from (2.11-2.14: CompileResult._gen_launcher_code(scope, def_args,
+    runner_args) makes every kernel's launcher, static or not), so that
+    triton_launch_records can read how the chosen binary of each kernel is launched."""
+    try:
+        from torch._inductor.runtime import triton_heuristics as th
+
+        original = th.CompileResult._gen_launcher_code
+    except (ImportError, AttributeError):  # another Inductor: no records, load compiles
+        yield
+        return
+
+    def gen_launcher_code(self: Any, scope: Any, def_args: Any, runner_args: Any) -> Any:
+        launcher = original(self, scope, def_args, runner_args)
+        launcher._pc_compile_result = self
+        return launcher
+
+    th.CompileResult._gen_launcher_code = gen_launcher_code
+    try:
+        yield
+    finally:
+        th.CompileResult._gen_launcher_code = original
+
+
+def triton_launch_records(kernel_vars: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """How to launch each Triton kernel of the module just compiled (and autotuned) without
+    Triton or Inductor: {variable: record} for the variables `kernel_vars` of Inductor's module
+    (`<var> = async_compile.triton(...)`). A record is what torch's static CUDA launcher needs
+    for the one binary the kernel runs, {"function", "hash", "num_warps", "shared",
+    "arg_types", "scratch", "def_args", "call_args", "grid", "device", "cc"}, or {"why": ...}
+    when the warm path cannot launch it (more than one configuration left, TMA, ...).
+    Call inside recording_triton_launchers' compile, before the compile's caches are gone."""
+    if not kernel_vars:
+        return {}
+    try:
+        from torch._inductor.codecache import PyCodeCache
+        from torch._inductor.runtime import triton_heuristics as th
+
+        modules = [*getattr(PyCodeCache, "modules", ()),
+                   *getattr(PyCodeCache, "modules_no_attr", {}).values()]
+        module = next((m for m in modules
+                       if all(isinstance(getattr(m, v, None), th.CachingAutotuner)
+                              for v in kernel_vars)), None)
+    except Exception as e:  # noqa: BLE001 - a record is optional: load then says why
+        return {v: {"why": f"recording failed ({type(e).__name__}: {str(e)[:120]})"}
+                for v in kernel_vars}
+    if module is None:
+        return {v: {"why": "Inductor's module was not found after the compile"}
+                for v in kernel_vars}
+    return {v: _launch_record(getattr(module, v), th) for v in kernel_vars}
+
+
+def _launch_record(autotuner: Any, th: Any) -> dict[str, Any]:
+    """One kernel's launch record (triton_launch_records). Mirrors, per version 2.11-2.14,
+    StaticTritonCompileResult.make_launcher: the same def args, the same call args (every
+    constexpr dropped: the cubin has them baked in), the same grid expressions."""
+    if len(autotuner.launchers) != 1:
+        return {"why": f"{len(autotuner.launchers)} configurations are left: it is autotuned at "
+                       "its first call (precompile autotunes only static-size graphs without "
+                       "collectives)"}
+    launcher = autotuner.launchers[0]
+    result = getattr(launcher, "_pc_compile_result", None)
+    if result is None:
+        return {"why": "its launcher was not built by this compile"}
+    kernel = result.kernel
+    try:
+        if not type(kernel).__name__.startswith("StaticallyLaunched"):
+            # Inductor launches this one through Triton (e.g. its cubin file name was
+            # shortened by Triton, so Inductor did not find it): the binary is the same
+            meta = kernel.metadata
+            if getattr(meta, "launch_pdl", False) or getattr(meta, "launch_cooperative_grid",
+                                                              False):
+                return {"why": "it needs launch attributes (PDL or a cooperative grid)"}
+            kernel._cubin_path = ""  # read by the constructor; we load the cache's copy
+            kernel = _static_cuda_kernel_class()(kernel)
+        _, def_args, none_args = result._get_arg_lists(kernel.arg_names,
+                                                       kernel.declared_constexprs)
+        call_args = [a for i, a in enumerate(kernel.arg_names)
+                     if i not in kernel.full_constexprs and a not in none_args]
+        grid = th.GridExpr.from_meta(result.inductor_meta, result.config)
+        scratch = int(bool(kernel.has_global_scratch)) + int(bool(kernel.has_profile_scratch))
+        import inspect
+
+        signature = list(inspect.signature(launcher).parameters)
+        if signature != [*def_args, "stream"]:
+            return {"why": f"its launcher takes {signature}, not {[*def_args, 'stream']}"}
+        props = autotuner.device_props
+        return {"function": str(kernel.name), "hash": str(kernel.hash),
+                "num_warps": int(kernel.num_warps), "shared": int(kernel.shared),
+                "arg_types": str(kernel.arg_tys) + "O" * scratch, "scratch": scratch,
+                "def_args": [str(a) for a in def_args], "call_args": [str(a) for a in call_args],
+                "grid": {"prefix": [str(p) for p in grid.prefix], "x": str(grid.x_grid),
+                         "y": str(grid.y_grid), "z": str(grid.z_grid)},
+                "device": int(result.compile_meta.get("device") or 0),
+                "cc": int(props.cc)}  # DeviceProperties.cc: 90 for sm_90, as cuda_capability
+    except Exception as e:  # noqa: BLE001 - NotImplementedError from the static launcher's
+        # checks, or another Inductor's internals: no record, and load says why
+        return {"why": f"torch's static launcher cannot launch it ({type(e).__name__}: "
+                       f"{str(e)[:160]})"}
+
+
+def _static_cuda_kernel_class() -> Any:
+    try:  # 2.11-2.13 name
+        from torch._inductor.runtime.static_triton_launcher import (
+            StaticallyLaunchedCudaKernel,
+        )
+    except ImportError:
+        from torch._inductor.runtime.static_cuda_launcher import (  # type: ignore[no-redef]
+            StaticallyLaunchedCudaKernel,
+        )
+    return StaticallyLaunchedCudaKernel
+
+
+def autotune_now(compiled: Callable, example_inputs: Sequence[Any]) -> None:
+    """Run a freshly compiled CUDA graph once, inside its private compile cache, so that
+    Inductor's autotuner benchmarks every multi-config Triton kernel now and writes its
+    choice (`<kernel>.best_config`, 2.11-2.14: CachingAutotuner with autotune_local_cache)
+    next to the kernel in the cache the artifact ships: neither load nor the first call
+    benchmarks anything. Inputs are stand-ins with the example's sizes, strides, dtypes and
+    devices (random floats, zero integers: valid indices); the timings depend on sizes."""
+    args = []
+    for t in example_inputs:
+        real = torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype,
+                                   device=t.device)
+        args.append(real.normal_() if real.is_floating_point() else real.zero_())
+    with torch.no_grad():
+        compiled(*args)
+    torch.cuda.synchronize()
+
+
+def strip_inductor_main(source: str) -> str:
+    """Drop the benchmark harness Inductor appends to its module (get_args / __main__); it
+    imports test utilities and is never called by the artifact (2.11-2.14 layout). Then make
+    what is left reproducible (reproducible_inductor_source)."""
+    for marker in ("\n\ndef get_args():", "\n\ndef benchmark_compiled_module("):
+        cut = source.find(marker)
+        if cut != -1:
+            source = source[:cut].rstrip() + "\n"
+            break
+    return reproducible_inductor_source(source)
+
+
+# Comments Inductor writes into its module that differ between two compiles of the same
+# graph by the same torch on the same machine (2.11-2.14: torch/_inductor/codegen/wrapper.py,
+# triton.py, select_algorithm.py, cutlass/, rocm/, cutedsl/, nv_universal_gemm/):
+#   # AOT ID: ['3_inference']          AOTAutograd's process-wide graph counter
+#                                       (PythonWrapperCodegen.write_header): how many graphs
+#                                       this process compiled before
+#   # kernel path: /tmp/.../ab/cab.py  where the kernel's source was written in the compile's
+#                                       cache dir: for precompile a private temp dir, deleted
+#                                       (define_kernel of Triton / template / CUDA kernels)
+#   # Original path: /x/y.py:12        the source file of a user-defined Triton kernel; a
+#                                       notebook cell's is /tmp/ipykernel_<pid>/<hash>.py
+# Only these comment tokens are rewritten: every executed byte (kernel sources, whose hashes
+# key the compiled binaries, kernel names, calls) stays as Inductor wrote it. Checked on 2.13
+# (CPU) and 2.11+cu130 (H200): with these rewritten, two compiles give the same module, in one
+# process or two, and a fresh process's warm load still compiles nothing.
+_AOT_ID = re.compile(r"(#\s*AOT ID:\s*)(.*)")
+
+
+_AOT_COUNTER = re.compile(r"(['\"])\d+_")
+
+
+_BUILD_PATH = re.compile(r"(#\s*kernel path:\s*)(\S.*?)\s*\Z")
+
+
+_SOURCE_PATH = re.compile(r"(#\s*Original path:\s*)(\S.*?)(:\d+)?\s*\Z")
+
+
+_NORMALISED_MARKERS = ("AOT ID:", "kernel path:", "Original path:")
+
+
+def reproducible_comment(comment: str) -> str:
+    """One comment of Inductor's module with its build-specific parts neutralised (see the
+    table above): `# kernel path: <cache>/<file name>`, `# Original path: <source>/<file
+    name>:<line>`, `# AOT ID: ['inference']` (no counter); any other comment as it is."""
+    m = _BUILD_PATH.match(comment)
+    if m:
+        return f"{m.group(1)}<cache>/{_basename(m.group(2))}"
+    m = _SOURCE_PATH.match(comment)
+    if m:
+        return f"{m.group(1)}<source>/{_basename(m.group(2))}{m.group(3) or ''}"
+    m = _AOT_ID.match(comment)
+    if m:
+        return m.group(1) + _AOT_COUNTER.sub(r"\1", m.group(2))
+    return comment
+
+
+def _basename(path: str) -> str:
+    # the build machine's separator, whichever it was (Inductor normalises to '/' on Windows)
+    return re.split(r"[\\/]", path)[-1]
+
+
+def reproducible_inductor_source(source: str) -> str:
+    """`source` with the comments that name the build machine's temporary compile dirs or
+    count this process's earlier compiles rewritten (reproducible_comment), so that the same
+    function, inputs and torch build give a byte-identical python_code, and a shipped
+    artifact names no private path of the machine that built it. Only real comment tokens
+    change (found with tokenize: a kernel source inside a string literal that happens to hold
+    such a line is executed code and stays as it is); a source tokenize cannot read is
+    returned as it is."""
+    if not any(marker in source for marker in _NORMALISED_MARKERS):
+        return source
+    import io
+    import tokenize
+
+    lines = io.StringIO(source).readlines()  # the same line split tokenize's rows count
+    edits: list[tuple[int, int, int, str]] = []
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+            if tok.type == tokenize.COMMENT:
+                new = reproducible_comment(tok.string)
+                if new != tok.string:
+                    (row, start), (_, end) = tok.start, tok.end
+                    edits.append((row - 1, start, end, new))
+    except (tokenize.TokenError, SyntaxError):
+        return source
+    for row, start, end, new in edits:
+        line = lines[row]
+        lines[row] = line[:start] + new + line[end:]
+    return "".join(lines)
+
+
+# Inductor's CPU ISA probes (2.11-2.14: torch._inductor.cpu_vec_isa): before it compiles or
+# looks up a C++ kernel, a process builds tiny probe libraries into the inductor cache dir and
+# remembers the answers in functools caches for the rest of its life. A fresh process loading
+# an artifact runs them too; unless the probes' binaries ship with the cache it runs the C++
+# compiler. A process only builds them once, so only its first compile leaves them in a
+# private compile dir.
+def isa_probe_sources() -> frozenset[bytes]:
+    """The C++ sources of every ISA probe (class attributes named *_code on the VecISA
+    classes), to tell probe files from kernel files in a compile dir."""
+    from torch._inductor import cpu_vec_isa as m
+
+    out = set()
+    for obj in vars(m).values():
+        if isinstance(obj, type) and issubclass(obj, m.VecISA):
+            for k in dir(obj):
+                v = getattr(obj, k, None)
+                if k.endswith("_code") and isinstance(v, str):
+                    out.add(v.encode())
+    return frozenset(out)
+
+
+def run_isa_probes_fresh(cache_dir: str) -> None:
+    """Run the ISA probes as a fresh process does, into `cache_dir`. In this process the
+    answers are cached and re-probing is not the same (the probes' flags depend on earlier
+    answers, so the binaries' names differ): a short-lived child process does it."""
+    import subprocess
+    import sys
+
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=cache_dir)
+    subprocess.run([sys.executable, "-c",
+                    "from torch._inductor import cpu_vec_isa; cpu_vec_isa.pick_vec_isa()"],
+                   env=env, check=False, timeout=300, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+
+
+def inductor_cache_dir() -> str:
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    return cache_dir()
+
+
+def triton_cache_dir(device_index: int) -> str:
+    """torch._inductor.runtime.cache_dir_utils.triton_cache_dir without importing
+    torch._inductor (2.11-2.14): TRITON_CACHE_DIR, else <inductor cache dir>/triton/<device>."""
+    directory = os.getenv("TRITON_CACHE_DIR")
+    if directory is not None:
+        return directory
+    return os.path.join(light_inductor_cache_dir(), "triton", str(device_index))
+
+
+def relocate_cache_file(root: str, rel: str, data: bytes, dest: str) -> bytes:
+    """The bytes to install for one cache file at `dest`. Triton (3.x) keeps, beside each
+    compiled kernel, a group file `__grp__<name>.json` that lists the kernel's files by
+    ABSOLUTE path, and treats a listed file that is not there as a cache miss: installed
+    as-is, every group would point into the (deleted) private compile dir, and every kernel
+    would compile again. Point them at the files' new home."""
+    name = rel.rsplit("/", 1)[-1]
+    if root != "triton" or not (name.startswith("__grp__") and name.endswith(".json")):
+        return data
+    import json
+
+    try:
+        group = json.loads(data)
+        children = group["child_paths"]
+        here = os.path.dirname(dest)
+        group["child_paths"] = {c: os.path.join(here, os.path.basename(str(p)))
+                                for c, p in children.items()}
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return data  # not a group file we know: as it was (at worst Triton recompiles)
+    return json.dumps(group).encode()
+
+
+# Files of a private compile dir that are not kernel binaries: caches of *our* graph at
+# the FX/AOT level (we never take those paths at load) and lock files.
+SKIP_CACHE_PARTS = ("fxgraph", "aotautograd", "locks", "pcache", "autotune_local_cache")
+
+
+@contextlib.contextmanager
+def same_kernel_keys() -> Iterator[None]:
+    """Compile (precompile) and look up (load) kernels under the same settings, so that a
+    kernel's cache key is the same in both processes and a loading process finds the
+    binaries the cache installed instead of compiling them again:
+
+    - C++: Inductor's precompiled header (2.11-2.14: config.cpp_cache_precompile_headers)
+      lives in a per-user dir outside TORCHINDUCTOR_CACHE_DIR, every fresh process runs the
+      C++ preprocessor over it before it looks for a cached kernel, and the flag enters every
+      kernel's key: off for both.
+    - Triton: its key holds the ptxas version, which Triton caches per process
+      (triton.backends.nvidia.compiler.get_ptxas_version). Inductor asks for it while it
+      generates code, *before* it points Triton at torch's own ptxas (TRITON_PTXAS_PATH, set
+      by _set_triton_ptxas_path when the first kernel compiles), so a compiling process keys
+      its kernels with Triton's bundled ptxas and a loading process with torch's: every
+      kernel compiled again. Point Triton at torch's ptxas first and forget the cached
+      version, in both."""
+    _settle_triton_ptxas()
+    from torch._inductor import config
+
+    if hasattr(config, "cpp_cache_precompile_headers"):
+        with config.patch(cpp_cache_precompile_headers=False):
+            yield
+    else:
+        yield
+
+
+@contextlib.contextmanager
+def running_artifact(cached: bool) -> Iterator[None]:
+    """The settings a loaded artifact's module runs under (load execs it inside this):
+    kernel keys as at precompile, and, when the cache put every binary in place, kernel
+    loads and ISA probes kept in this process."""
+    with same_kernel_keys(), in_process_kernel_loads(cached), isa_probes_in_process(cached):
+        yield
+
+
+def in_process_kernel_loads(cached: bool) -> contextlib.AbstractContextManager:
+    """While a loaded artifact's module runs: when the cache put every binary in place,
+    loading a kernel is reading a file, so keep it in this process. Otherwise Inductor starts
+    its pool of compile worker processes (2.11-2.14: config.compile_threads > 1) at the first
+    kernel, seconds of start-up that buy nothing here."""
+    from torch._inductor import config
+
+    return config.patch(compile_threads=1) if cached else contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def isa_probes_in_process(cached: bool) -> Iterator[None]:
+    """While a loaded artifact's module runs with its cache in place: Inductor's CPU ISA
+    probe checks that each probe library loads by starting a Python process per ISA that
+    dlopens it (2.11-2.13: VecISA._probe_load; ~10 processes, 2-3 s on a small machine).
+    The libraries come from the cache, built by the same torch, and libtorch is already
+    loaded here, so dlopen them in this process instead. torch >= 2.14 skips the child when
+    a `.load_ok` marker sits beside the library (the cache ships it); a torch without
+    _probe_load is left as it is. A different answer than at precompile could only change
+    the kernels' cache key, i.e. make them compile, never run the wrong code."""
+    from torch._inductor import cpu_vec_isa as m
+
+    original = m.VecISA.__dict__.get("_probe_load")
+    if not cached or original is None:
+        yield
+        return
+
+    def _probe_load(self, output_path: str) -> bool:
+        import ctypes
+
+        try:
+            ctypes.CDLL(output_path)
+        except OSError:
+            return False
+        return True
+
+    m.VecISA._probe_load = _probe_load
+    try:
+        yield
+    finally:
+        m.VecISA._probe_load = original
+
+
+def _settle_triton_ptxas() -> None:
+    if torch.version.cuda is None or not torch.cuda.is_available():
+        return
+    try:
+        from torch._inductor.runtime.compile_tasks import _set_triton_ptxas_path
+        from triton.backends.nvidia.compiler import get_ptxas_version
+    except ImportError:  # no triton, or a layout without these (then nothing to settle)
+        return
+    _set_triton_ptxas_path()
+    if hasattr(get_ptxas_version, "cache_clear"):
+        get_ptxas_version.cache_clear()

@@ -1,0 +1,399 @@
+"""torch internals of capture: make_fx, fake tensors and symbolic sizes, dimension marks,
+autocast and RNG state, pytree specs, and DTensor (the checked versions are named beside
+each).
+"""
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.fx.experimental.proxy_tensor import make_fx as _make_fx
+
+
+def make_fx_trace(fn: Callable, inputs: Sequence[Any], *, decompositions, fake_mode=None,
+                  modules: dict[str, torch.nn.Module] | None = None):
+    """Non-strict make_fx trace (2.11-2.14: same keyword names). Closed-over real tensors are
+    allowed through as constants so that capture can name every one of them (invariant 1).
+    With `fake_mode`, `inputs` are already fake (unbacked dims) and traced as they are.
+    `modules` (argument name -> module) become the scope root make_fx records nn_module_stack
+    against, so graph nodes know their module path ("m.0"): make_fx looks for the root on
+    `fn._orig_mod` (2.11-2.14)."""
+    if modules:
+        root = torch.nn.Module()
+        for name, mod in modules.items():
+            root.add_module(name, mod)
+        fn._orig_mod = root  # type: ignore[attr-defined]
+    tracer = _make_fx(
+        fn,
+        decomposition_table=decompositions,
+        tracing_mode="fake" if fake_mode is None else "real",
+        _allow_non_fake_inputs=True,
+        record_module_stack=True,
+        record_stack_traces=True,
+    )
+    if fake_mode is None:
+        return tracer(*inputs)
+    with fake_mode:
+        return tracer(*inputs)
+
+
+@contextlib.contextmanager
+def backward_op_origins() -> Iterator[None]:
+    """While tracing: each op that autograd runs inside fn's .backward() / autograd.grad is
+    tagged node.meta["seq_nr"] with the sequence number of the forward op it differentiates
+    (forward ops carry their own), so the graph can tell which module a backward op belongs
+    to. How AOTAutograd tags its joint graphs (2.11-2.14: fx.traceback.preserve_node_meta and
+    _functorch's setup_stacktrace_preservation_hooks on the roots' grad_fns); the two entry
+    points are wrapped only inside this context and restored after."""
+    import torch.fx.traceback as fx_traceback
+    from torch._functorch._aot_autograd.logging_utils import (
+        setup_stacktrace_preservation_hooks,
+    )
+
+    backward, grad = torch.autograd.backward, torch.autograd.grad
+
+    def hooked(roots: Any) -> None:
+        ts = [roots] if isinstance(roots, torch.Tensor) else list(roots or ())
+        fns = [t.grad_fn for t in ts if isinstance(t, torch.Tensor) and t.grad_fn is not None]
+        if fns:
+            setup_stacktrace_preservation_hooks(fns)
+
+    def tagged_backward(tensors: Any, *args: Any, **kwargs: Any) -> Any:
+        hooked(tensors)
+        return backward(tensors, *args, **kwargs)
+
+    def tagged_grad(outputs: Any, *args: Any, **kwargs: Any) -> Any:
+        hooked(outputs)
+        return grad(outputs, *args, **kwargs)
+
+    torch.autograd.backward, torch.autograd.grad = tagged_backward, tagged_grad
+    try:
+        with fx_traceback.preserve_node_meta():
+            yield
+    finally:
+        torch.autograd.backward, torch.autograd.grad = backward, grad
+
+
+def fake_with_unbacked(tensors: Sequence[torch.Tensor],
+                       dynamic: Sequence[dict[int, tuple[int | None, int | None]]],
+                       assumptions: Sequence[str] = (),
+                       ) -> tuple[Any, list[Any], dict[str, tuple[int, int]]]:
+    """Fake copies of `tensors` in one FakeTensorMode with a ShapeEnv, where the dims in
+    `dynamic[i]` are unbacked symbolic sizes (invariant 3: a guard on one fails the trace),
+    known to lie within their (min, max) bounds, and where every Python expression in
+    `assumptions` (over the symbol names, e.g. "u0 <= 880801") is known to hold.
+    Returns (fake mode, fakes, {symbol name: (tensor index, dim)}).
+    2.13/2.14: DimDynamic.UNBACKED; 2.11: DimDynamic.SIZE_LIKE_UNBACKED."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import (
+        DimDynamic,
+        ShapeEnv,
+        StatelessSymbolicContext,
+    )
+
+    unbacked = getattr(DimDynamic, "UNBACKED", None) or getattr(DimDynamic, "SIZE_LIKE_UNBACKED")
+    shape_env = ShapeEnv()
+    mode = FakeTensorMode(shape_env=shape_env, allow_non_fake_inputs=True)
+    fakes, symbols = [], {}
+    with shape_env.ignore_fresh_unbacked_symbols():
+        for i, (t, dyn) in enumerate(zip(tensors, dynamic)):
+            ctx = StatelessSymbolicContext(
+                dynamic_sizes=[unbacked if d in dyn else DimDynamic.STATIC
+                               for d in range(t.dim())],
+                constraint_sizes=[None] * t.dim())
+            f = mode.from_tensor(t, symbolic_context=ctx)
+            for d in dyn:
+                symbols[str(f.shape[d])] = (i, d)
+            fakes.append(f)
+    sizes = {name: fakes[i].shape[d] for name, (i, d) in symbols.items()}
+    with mode:
+        for (i, d) in symbols.values():
+            lo, hi = dynamic[i][d]
+            if lo is not None:
+                torch._check(fakes[i].shape[d] >= lo)
+            if hi is not None:
+                torch._check(fakes[i].shape[d] <= hi)
+        for expr in assumptions:
+            holds = eval(expr, {"__builtins__": {}}, dict(sizes))  # noqa: S307 - ours
+            # 2.11's printer writes a size's truth as the bare size ("u0"): a SymInt
+            torch._check(holds != 0 if isinstance(holds, (int, torch.SymInt)) else holds)
+    return mode, fakes, symbols
+
+
+def runtime_asserts(mode: Any) -> list[Any]:
+    """The conditions the trace asserted on symbolic sizes (torch._check, broadcasting of two
+    dynamic dims): ShapeEnv.deferred_runtime_asserts, symbol -> [RuntimeAssert(expr, ...)]
+    (2.11-2.14), in the order recorded, each once."""
+    env = getattr(mode, "shape_env", None)
+    seen: dict[str, Any] = {}
+    for entries in getattr(env, "deferred_runtime_asserts", {}).values():
+        for ra in entries:
+            seen.setdefault(str(ra.expr), ra.expr)
+    return list(seen.values())
+
+
+def guard_condition(e: BaseException) -> Any:
+    """The sympy condition a data-dependent guard error could not decide
+    (GuardOnDataDependentSymNode.cond, 2.11-2.14), or None."""
+    return getattr(e, "cond", None)
+
+
+def condition_source(cond: Any, holds: bool = True) -> str:
+    """A sympy condition (or its negation) as a Python expression over its symbol names:
+    "u0 <= 880801", "(2048*u0) != 0" (no `not`: a symbolic bool has no Python truth value)."""
+    import sympy
+    from torch.utils._sympy.printers import PythonPrinter
+
+    return PythonPrinter().doprint(cond if holds else sympy.Not(cond))
+
+
+def condition_at(cond: Any, sizes: dict[str, int]) -> tuple[Any, bool] | None:
+    """(condition, its truth) at the given symbol values; None if it names other symbols.
+    A guard error can also ask for a size's value itself ("Could not extract specialized
+    integer from u0", int(size)): that is the condition `u0 == <its value>`."""
+    import sympy
+
+    free = {s.name: s for s in cond.free_symbols}
+    if not set(free) <= set(sizes):
+        return None
+    value = cond.xreplace({free[n]: sizes[n] for n in free})
+    boolean = (sympy.core.relational.Relational, sympy.logic.boolalg.BooleanFunction,
+               sympy.logic.boolalg.BooleanAtom)  # not Boolean: a Symbol is one too
+    if not isinstance(cond, boolean):
+        return sympy.Eq(cond, value), True
+    return cond, bool(value)
+
+
+def reparametrize(module: torch.nn.Module, mapping: dict[str, torch.Tensor]):
+    """Temporarily make `module` read its parameters/buffers from `mapping` (2.11-2.14)."""
+    return torch.nn.utils.stateless._reparametrize_module(module, mapping, tie_weights=False,
+                                                          strict=False)
+
+
+def data_dependent_errors() -> tuple[type[BaseException], ...]:
+    """Exceptions a fake/symbolic trace raises on data-dependent reads (.item(), nonzero)."""
+    from torch._subclasses.fake_tensor import (
+        DataDependentOutputException,
+        DynamicOutputShapeException,
+    )
+    from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+
+    return (GuardOnDataDependentSymNode, DataDependentOutputException,
+            DynamicOutputShapeException)
+
+
+def has_effects(op: Any) -> bool:
+    """True for ops registered as side-effecting (aten._print, effectful custom ops)."""
+    from torch._higher_order_ops.effects import has_effects as _has_effects
+
+    if not isinstance(op, torch._ops.OpOverload):
+        return False
+    return bool(_has_effects(op))  # 2.11-2.14: has_effects(op)
+
+
+def autocast_enabled_devices() -> list[str]:
+    return [d for d in ("cpu", "cuda") if torch.is_autocast_enabled(d)]
+
+
+def no_autocast() -> contextlib.ExitStack:
+    """Disable ambient autocast on every device where it is on (the dry-run checker traces
+    on after reporting it)."""
+    stack = contextlib.ExitStack()
+    for d in autocast_enabled_devices():
+        stack.enter_context(torch.autocast(d, enabled=False))
+    return stack
+
+
+@contextlib.contextmanager
+def preserved_rng_state() -> Iterator[None]:
+    """Fake tracing of random ops advances the real generators (seen on 2.13): capture must
+    leave the world as it found it, so restore them."""
+    cpu = torch.random.get_rng_state()
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+    try:
+        yield
+    finally:
+        torch.random.set_rng_state(cpu)
+        if cuda is not None:
+            torch.cuda.set_rng_state_all(cuda)
+
+
+def storage_key(t: torch.Tensor) -> Any:
+    """A key equal for tensors (fake ones too) that share storage."""
+    from torch.multiprocessing.reductions import StorageWeakRef
+
+    return StorageWeakRef(t.untyped_storage())
+
+
+def functionalize(gm: torch.fx.GraphModule, fake_inputs: Sequence[Any]
+                  ) -> torch.fx.GraphModule:
+    """Re-trace `gm` functionally (what AOTAutograd does first): mutations become copy_ into
+    placeholders at the end of the graph; views stay views."""
+    fn = torch.func.functionalize(gm, remove="mutations")
+    from torch._guards import detect_fake_mode
+
+    fake_mode = detect_fake_mode(fake_inputs)
+    with fake_mode:
+        # inputs are already fake: trace with them as they are (keeps unbacked sizes)
+        return _make_fx(fn, tracing_mode="real", _allow_non_fake_inputs=True)(*fake_inputs)
+
+
+def mark_unbacked(t: torch.Tensor, dim: int) -> None:
+    torch._dynamo.decorators.mark_unbacked(t, dim)
+
+
+def mark_dynamic(t: torch.Tensor, dim: int, lo: int | None, hi: int | None) -> None:
+    """torch._dynamo.mark_dynamic with its min/max (2.11-2.14)."""
+    torch._dynamo.mark_dynamic(t, dim, min=lo, max=hi)
+
+
+def treespec_children(spec: Any) -> list[Any]:
+    """A TreeSpec's child specs: `children()` where it exists (2.13, 2.14: `children_specs`
+    is deprecated there), else `children_specs` (2.11)."""
+    children = getattr(spec, "children", None)
+    if callable(children):
+        return list(children())
+    return list(spec.children_specs)
+
+
+def namedtuple_class(spec: Any) -> type | None:
+    """The namedtuple class of a TreeSpec node, or None: pytree keeps namedtuples under the
+    type `collections.namedtuple` with the class as context (2.11-2.14), or under the class
+    itself in older layouts."""
+    from torch.utils._pytree import is_namedtuple_class
+
+    for cand in (spec.context, spec.type):
+        if isinstance(cand, type) and is_namedtuple_class(cand):
+            return cand
+    return None
+
+
+@dataclass(frozen=True)
+class DimMarks:
+    """What torch._dynamo's dimension marks on a tensor ask for (2.11-2.14 attribute names).
+    unbacked: mark_unbacked dims (strict ones too) -> (min, max); shape_ids: dim -> shared id;
+    specialize_on: dims with mark_unbacked(specialize_on=[...]); dynamic: mark_dynamic /
+    maybe_mark_dynamic dims; hint_overrides: dims with hint_override."""
+
+    unbacked: dict[int, tuple[int | None, int | None]]
+    shape_ids: dict[int, str]
+    specialize_on: tuple[int, ...]
+    dynamic: dict[int, tuple[int | None, int | None]]  # mark_dynamic dims -> (min, max)
+
+
+def dim_marks(t: torch.Tensor) -> DimMarks:
+    """Every dimension mark on `t`. mark_unbacked(strict=True) records its dim in
+    _dynamo_strict_unbacked_indices only; mark_unbacked(min=, max=) in
+    _dynamo_unbacked_bounds (2.13+); shape_id in _dynamo_shape_ids (2.13+); mark_dynamic in
+    _dynamo_dynamic_indices, maybe_mark_dynamic in _dynamo_weak_dynamic_indices."""
+    def ints(name: str) -> set[int]:
+        v = getattr(t, name, None)
+        return {int(d) for d in v} if isinstance(v, (set, list, tuple, frozenset)) else set()
+
+    def table(name: str) -> dict:
+        v = getattr(t, name, None)
+        return v if isinstance(v, dict) else {}
+
+    bounds = table("_dynamo_unbacked_bounds")
+    unbacked = ints("_dynamo_unbacked_indices") | ints("_dynamo_strict_unbacked_indices")
+    special = table("_specialize_on")
+    return DimMarks(
+        unbacked={d: tuple(bounds.get(d, (None, None))) for d in sorted(unbacked)},
+        shape_ids={int(d): str(s) for d, s in table("_dynamo_shape_ids").items()},
+        specialize_on=tuple(sorted(int(d) for d, v in special.items() if v)),
+        dynamic=_dynamic_ranges(t, ints("_dynamo_dynamic_indices")
+                                | ints("_dynamo_weak_dynamic_indices")))
+
+
+def _dynamic_ranges(t: torch.Tensor, dims: set[int]) -> dict[int, tuple[int | None, int | None]]:
+    """mark_dynamic's min/max per dim: _DimRange(dim, min, max) entries of
+    _dynamo_dynamic_range (2.11-2.14)."""
+    out: dict[int, tuple[int | None, int | None]] = {d: (None, None) for d in sorted(dims)}
+    for r in getattr(t, "_dynamo_dynamic_range", None) or ():
+        d = int(getattr(r, "dim", -1))
+        if d in out:
+            out[d] = (getattr(r, "min", None), getattr(r, "max", None))
+    return out
+
+
+# DTensor (torch.distributed.tensor, public since 2.5; `_local_tensor` and `_spec` are the
+# attributes DTensor's own __tensor_flatten__ reads, 2.11-2.14)
+def is_dtensor(t: Any) -> bool:
+    import sys
+    mod = sys.modules.get("torch.distributed.tensor")  # never imported for a plain model
+    return mod is not None and isinstance(t, mod.DTensor)
+
+
+def dtensor_local(t: torch.Tensor) -> torch.Tensor:
+    """The local shard of a DTensor, as the graph takes it."""
+    return t._local_tensor
+
+
+def dtensor_mesh(t: torch.Tensor) -> Any:
+    return t._spec.mesh
+
+
+def is_carried_placement(p: Any) -> bool:
+    """Shard, Replicate and Partial are what an artifact carries (convention.placement_text);
+    not _StridedShard (FSDP2 + TP) or a norm Partial."""
+    from torch.distributed.tensor import Partial, Replicate, Shard
+    return type(p) in (Shard, Replicate, Partial)
+
+
+def mesh_groups(mesh: Any) -> list[str]:
+    """The process group name of each mesh dim (what functional collectives name)."""
+    return [mesh.get_group(d).group_name for d in range(mesh.ndim)]
+
+
+def dtensor_from_local(local: torch.Tensor, mesh: Any, placements: Sequence[Any],
+                       shape: Sequence[int], stride: Sequence[int]) -> torch.Tensor:
+    from torch.distributed.tensor import DTensor
+    return DTensor.from_local(local, mesh, placements, run_check=False,
+                              shape=torch.Size(shape), stride=tuple(stride))
+
+
+def data_parallel_wrapper(m: torch.nn.Module) -> tuple[str, str] | None:
+    """(path, kind) of the first submodule that a data-parallel wrapper drives from its own
+    hooks: FSDP2's fully_shard (FSDPModule), FSDP1, DDP (2.11-2.14 classes); else None."""
+    import sys
+    kinds = []
+    if "torch.distributed.fsdp" in sys.modules:
+        fsdp = sys.modules["torch.distributed.fsdp"]
+        kinds += [(getattr(fsdp, "FSDPModule", None), "FSDP2 (fully_shard)"),
+                  (getattr(fsdp, "FullyShardedDataParallel", None), "FSDP")]
+    if "torch.nn.parallel" in sys.modules:
+        kinds.append((torch.nn.parallel.DistributedDataParallel, "DistributedDataParallel"))
+    kinds = [(cls, name) for cls, name in kinds if isinstance(cls, type)]
+    for path, sub in m.named_modules():
+        for cls, name in kinds:
+            if isinstance(sub, cls):
+                return path, name
+    return None
+
+
+def is_collective(target: Any) -> bool:
+    """An op of torch's functional collectives (_c10d_functional: all_reduce, all_gather_into_
+    tensor, reduce_scatter_tensor, wait_tensor, ...; 2.11-2.14)."""
+    ns = getattr(target, "namespace", None)
+    return ns in ("_c10d_functional", "c10d_functional", "_dtensor")
+
+
+def rename_node(node: torch.fx.Node, name: str) -> None:
+    """Give a graph node a readable name, kept unique by the graph's namespace (2.11-2.14:
+    Node._rename)."""
+    node._rename(name)
+
+
+def is_aten_op(name: str) -> bool:
+    """True if torch.ops.aten has an op packet of that name."""
+    return bool(name) and hasattr(torch.ops.aten, name)
+
+
+def is_tensor_subclass(t: torch.Tensor) -> bool:
+    """A traceable wrapper subclass such as DTensor (2.11-2.14: torch.utils._python_dispatch)."""
+    from torch.utils._python_dispatch import is_traceable_wrapper_subclass
+
+    return is_traceable_wrapper_subclass(t)

@@ -1,0 +1,147 @@
+"""Stage 1: capture(fn, example_inputs) -> Captured.
+
+A non-strict make_fx trace of the *whole* computation with every parameter, buffer and tensor
+input lifted to a graph input, so no weight lives in the artifact. Capture enforces the
+invariants that can be seen at trace time (1: nothing live baked; 3: no data-dependent reads;
+4: no uncapturable effects) and records everything a later stage or a viewer needs.
+It leaves the world as it found it: the trace runs on fake tensors, the RNG is restored.
+
+The steps, one module each:
+  lifting.py   the arguments as graph inputs, baked literals, and the function make_fx traces
+  marks.py     dimension marks, and the guards the example decides
+  checks.py    the invariant checks on the traced graph
+  rewrites.py  the graph rewrites after the checks
+  nodes.py     the graph as plain data for the viewers
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from ...runtime.convention import Convention, Guard
+from .. import _compat
+from ..errors import PrecompileError, Problems, fn_name
+from ..schemas import Captured
+from .checks import _check_constants, _check_nodes
+from .lifting import (
+    _arg_names,
+    _lift,
+    _Lifted,
+    _make_flat_fn,
+    _module_args,
+    _trace_inputs,
+    tree_literal,
+)
+from .marks import _MAX_GUARDS, _data_dependent_error, _guard, _guard_from
+from .nodes import graph_nodes
+from .rewrites import (
+    _drop_detach,
+    _name_placeholders,
+    _pin_factory_dtypes,
+    _schema_mutated,
+)
+
+__all__ = ["capture", "Problems", "graph_nodes", "tree_literal"]
+
+
+def capture(fn: Callable, example_inputs: Sequence[Any], *,
+            decompositions: dict | None = None,
+            problems: Problems | None = None) -> Captured | None:
+    """Trace `fn(*example_inputs)` into one ATen graph with all tensors lifted to inputs.
+
+    >>> import torch
+    >>> c = capture(lambda m, x: m(x), [torch.nn.Linear(2, 3), torch.randn(4, 2)])
+    >>> [s.where for s in c.inputs]
+    ['m.weight', 'm.bias', 'x']
+    """
+    t0 = time.perf_counter()
+    P = problems or Problems()
+    if not callable(fn):
+        raise TypeError(f"precompile: fn must be callable, got {type(fn).__name__}")
+    if ambient := _compat.autocast_enabled_devices():
+        P.add(PrecompileError(
+            "precompile was called under torch.autocast", invariant=6, stage="capture",
+            where="ambient autocast", expected="autocast disabled around precompile",
+            actual=f"enabled for {ambient}",
+            hint="put the `with torch.autocast(...)` inside fn so it is part of the captured "
+                 "computation, and call precompile outside it"))
+    names = _arg_names(fn, len(example_inputs))
+    lifted = _lift(example_inputs, names, P)
+
+    state: dict[str, Any] = {}
+    flat_fn = _make_flat_fn(fn, example_inputs, lifted, state, P)
+    dynamic = any(s.dynamic for s in lifted.specs)
+    tracing_mode = "symbolic" if dynamic else "fake"
+    traced = _trace(flat_fn, fn, example_inputs, names, lifted, decompositions, P)
+    if traced is None:
+        return None
+    gm, guards = traced
+    constants = _check_constants(gm, fn, example_inputs, names, lifted, P)
+    _check_nodes(gm, fn, P)
+    _pin_factory_dtypes(gm)
+    _drop_detach(gm)
+    _name_placeholders(gm, lifted.specs)
+    gm.recompile()
+
+    fake_inputs = tuple(n.meta["val"] for n in gm.graph.nodes if n.op == "placeholder")
+    captured = Captured(
+        convention=_convention(fn, lifted, constants, state, guards, P),
+        graph=gm,
+        tracing_mode=tracing_mode,
+        fake_inputs=fake_inputs,
+        n_user_outputs=state["n_user_outputs"],
+        aliases=tuple(state["aliases"]),
+        mutated=tuple(sorted(set(state["mutated"]) | _schema_mutated(gm))),
+        baked=tuple(lifted.baked),
+        nodes=(),
+        seconds=0.0,
+        unbacked=frozenset((i, d) for i, spec in enumerate(lifted.specs)
+                           for d in spec.dynamic if (i, d) not in lifted.assumable),
+    )
+    return dataclasses.replace(captured, nodes=graph_nodes(captured),
+                               seconds=time.perf_counter() - t0)
+
+
+def _convention(fn: Callable, lifted: _Lifted, constants: list, state: dict[str, Any],
+                guards: tuple[Guard, ...], P: Problems) -> Convention:
+    """The calling convention as capture knows it (lower refines strides and write-backs)."""
+    return Convention(
+        fn_name=fn_name(fn), args=tuple(lifted.args), inputs=tuple(lifted.specs),
+        constants=tuple(constants), out_spec=tree_literal(state["out_spec"], "fn's result", P),
+        outputs=tuple(state["out_leaves"]), mutations=(), grads=tuple(state["grads"]),
+        check_strides=False, device_index=0, guards=guards, meshes=tuple(lifted.mesh_records))
+
+
+def _trace(flat_fn: Callable, fn: Callable, example_inputs: Sequence[Any], names: list[str],
+           L: _Lifted, decompositions: dict | None, P: Problems,
+           ) -> tuple[torch.fx.GraphModule, tuple[Guard, ...]] | None:
+    """make_fx of the whole computation; with dynamic dims, repeated under each guard the
+    example decides (Note [guards from the example])."""
+    dynamic = [s.dynamic for s in L.specs]
+    guards: list[Guard] = []
+    while True:
+        trace_inputs = _trace_inputs(L)
+        fake_mode, symbols = None, {}
+        if any(dynamic):  # invariant 3: marked dims become symbolic sizes
+            fake_mode, trace_inputs, symbols = _compat.fake_with_unbacked(
+                trace_inputs, dynamic, [g.expr for g in guards])
+        before = {str(c) for c in _compat.runtime_asserts(fake_mode)}
+        with (_compat.preserved_rng_state(), torch.enable_grad(), _compat.no_autocast(),
+              _compat.backward_op_origins()):
+            try:
+                gm = _compat.make_fx_trace(
+                    flat_fn, trace_inputs, decompositions=decompositions, fake_mode=fake_mode,
+                    modules=_module_args(example_inputs, names))
+                asserted = [_guard(c, True, symbols, L, None)
+                            for c in _compat.runtime_asserts(fake_mode) if str(c) not in before]
+                return gm, tuple(guards) + tuple(g for g in asserted if g is not None)
+            except _compat.data_dependent_errors() as e:
+                guard = _guard_from(e, symbols, L)
+                if guard is None or len(guards) >= _MAX_GUARDS:
+                    _data_dependent_error(e, fn, symbols, L, P)
+                    return None
+                guards.append(guard)

@@ -1,0 +1,408 @@
+"""Capture, step 1: the example arguments lifted to graph inputs.
+
+Every parameter, buffer and tensor (at any depth of a container) becomes one graph input, tied
+weights and a tensor passed twice collapsing to one; everything else is baked as a literal
+that the artifact checks per call. `_make_flat_fn` is what make_fx traces: it rebuilds fn's
+arguments from the traced tensors (DTensors around their local shards, Note [DTensor at the
+boundary] in runtime/driver.py) and records what fn returned.
+"""
+from __future__ import annotations
+
+import collections
+import contextlib
+import dataclasses
+import inspect
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch.utils import _pytree as pytree
+
+from ...runtime.convention import (
+    AliasOut,
+    ConstArg,
+    ConstOut,
+    DTensorLayout,
+    GraphOut,
+    Leaf,
+    Mesh,
+    ModuleArg,
+    PytreeArg,
+    TensorArg,
+    TensorInput,
+    WriteBack,
+    find_class,
+    placement_text,
+)
+from .. import _compat
+from ..errors import PrecompileError, Problems
+from .marks import _check_marks
+
+_LITERAL_TYPES = (bool, int, float, str, type(None))
+
+
+class _Lifted:
+    """The example arguments split into graph-input tensors and everything else."""
+
+    def __init__(self) -> None:
+        self.tensors: list[torch.Tensor] = []  # graph inputs, in order
+        self.specs: list[TensorInput] = []
+        self.args: list[Any] = []  # convention.Argument per positional argument
+        self.baked: list[tuple[str, Any]] = []
+        # per positional arg, how flat_fn rebuilds it from the traced tensors
+        self.rebuild: list[tuple[str, Any]] = []
+        self.index: dict[int, int] = {}  # id(tensor) -> its graph input
+        # (graph input, dim) marked with mark_dynamic: capture may assume what the example
+        # shows about its size (Note [guards from the example])
+        self.assumable: set[tuple[int, int]] = set()
+        # Note [DTensor at the boundary]: the device meshes seen (objects and records) and,
+        # per DTensor graph input, what flat_fn wraps its local shard back into
+        self.meshes: list[Any] = []
+        self.mesh_records: list[Mesh] = []
+        self.wrap: dict[int, tuple[Any, list[Any], DTensorLayout]] = {}
+
+    def spec(self, t: torch.Tensor, where: str, kind: str, arg: int, P: Problems
+             ) -> TensorInput:
+        """The TensorInput of `t`; a DTensor's is its local shard's, with its layout."""
+        spec = _tensor_spec(t, where, kind, arg, P)
+        if not _compat.is_dtensor(t):
+            if _compat.is_tensor_subclass(t):
+                P.add(PrecompileError(
+                    f"{where} is a {type(t).__name__}, a tensor subclass the artifact does not "
+                    "carry", invariant=6, stage="capture", where=where,
+                    expected="plain tensors, or DTensors", actual=type(t).__name__,
+                    hint="pass its plain tensors (the attributes its __tensor_flatten__ "
+                         "names) and build the subclass inside fn"))
+            return spec
+        layout = self.layout(t, where, P, new_mesh=True)
+        local = _compat.dtensor_local(t)
+        self.wrap[len(self.specs)] = (_compat.dtensor_mesh(t), list(t.placements), layout)
+        return dataclasses.replace(spec, shape=tuple(local.shape), stride=tuple(local.stride()),
+                                   device=str(local.device), dtensor=layout)
+
+    def layout(self, t: torch.Tensor, where: str, P: Problems, *, new_mesh: bool = False
+               ) -> DTensorLayout:
+        """A DTensor's layout record; its mesh must be an input's unless `new_mesh`."""
+        mesh = _compat.dtensor_mesh(t)
+        k = next((k for k, m in enumerate(self.meshes) if m is mesh or m == mesh), None)
+        if k is None and not new_mesh:
+            P.add(PrecompileError(
+                f"{where} is a DTensor on a device mesh that no input lives on", invariant=1,
+                stage="capture", where=where, expected="DTensor results on the mesh of a "
+                "DTensor input or parameter", actual=f"mesh {mesh}",
+                hint="return it on the model's mesh, or return its local part (.to_local())"))
+        if k is None:
+            k = len(self.meshes)
+            self.meshes.append(mesh)
+            self.mesh_records.append(Mesh(
+                device_type=mesh.device_type, shape=tuple(mesh.shape),
+                dim_names=None if mesh.mesh_dim_names is None else tuple(mesh.mesh_dim_names),
+                groups=tuple(_compat.mesh_groups(mesh))))
+        texts = [placement_text(p) if _compat.is_carried_placement(p) else None
+                 for p in t.placements]
+        if None in texts:
+            P.add(PrecompileError(
+                f"{where}: a DTensor placement the artifact cannot carry", invariant=3,
+                stage="capture", where=where, expected="Shard(d), Replicate() or Partial(op)",
+                actual=str(t.placements),
+                hint="redistribute it to Shard/Replicate placements before fn, or pass its "
+                     "local tensor (.to_local())"))
+        return DTensorLayout(mesh=k, placements=tuple(x or "?" for x in texts),
+                             shape=tuple(t.shape), stride=tuple(t.stride()))
+
+    def add_input(self, t: torch.Tensor, where: str, arg: int, P: Problems) -> int:
+        """Graph input of a user tensor; one tensor passed twice is one input (invariant 4:
+        an in-place update through one is seen through the other, as in eager)."""
+        if id(t) in self.index:
+            return self.index[id(t)]
+        k = self.index[id(t)] = len(self.tensors)
+        self.tensors.append(t)
+        self.specs.append(self.spec(t, where, "input", arg, P))
+        self.assumable.update((k, d) for d in _compat.dim_marks(t).dynamic)
+        return k
+
+
+def _arg_names(fn: Callable, n: int) -> list[str]:
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    names = []
+    for i in range(n):
+        p = params[i] if i < len(params) else None
+        if p is not None and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            names.append(p.name)
+        else:
+            names.append(f"args[{i}]")
+    return names
+
+
+def _module_args(example_inputs: Sequence[Any], names: list[str]) -> dict[str, torch.nn.Module]:
+    out = {}
+    for a, n in zip(example_inputs, names):
+        if isinstance(a, torch.nn.Module) and n.isidentifier() and n not in out:
+            out[n] = a
+    return out
+
+
+def _tensor_spec(t: torch.Tensor, where: str, kind: str, arg: int,
+                 P: Problems) -> TensorInput:
+    marks = _compat.dim_marks(t)
+    _check_marks(t, where, kind, marks, P)
+    dynamic = {**marks.unbacked, **marks.dynamic} if kind == "input" else {}
+    return TensorInput(where=where, kind=kind, arg=arg, shape=tuple(t.shape),
+                       stride=tuple(t.stride()), dtype=str(t.dtype).replace("torch.", ""),
+                       device=str(t.device), requires_grad=bool(t.requires_grad),
+                       dynamic=dynamic,
+                       shape_ids={d: i for d, i in marks.shape_ids.items() if d in dynamic})
+
+
+def _lift(example_inputs: Sequence[Any], names: list[str], P: Problems) -> _Lifted:
+    L = _Lifted()
+    for i, a in enumerate(example_inputs):
+        path = names[i]
+        if isinstance(a, torch.nn.Module):
+            _lift_module(L, a, path, i, P)
+        elif isinstance(a, torch.Tensor):
+            n = len(L.tensors)
+            k = L.add_input(a, path, i, P)
+            L.rebuild.append(("tensor", k))
+            L.args.append(TensorArg(path=path, same_as=-1 if k == n else k))
+        else:
+            _lift_container(L, a, path, i, P)
+    return L
+
+
+def _lift_module(L: _Lifted, a: torch.nn.Module, path: str, i: int, P: Problems) -> None:
+    _refuse_data_parallel(a, path, P)
+    index: dict[int, int] = {}
+    params = list(a.named_parameters())  # tied weights collapse by identity
+    buffers = list(a.named_buffers())
+    for kind, entries in (("param", params), ("buffer", buffers)):
+        for n, t in entries:
+            index[id(t)] = len(L.tensors)
+            L.index.setdefault(id(t), len(L.tensors))
+            L.tensors.append(t)
+            L.specs.append(L.spec(t, f"{path}.{n}", kind, i, P))
+    # every name, tied aliases included, so reparametrization sees the one tensor
+    all_names = ([(n, index[id(t)]) for n, t in a.named_parameters(remove_duplicate=False)]
+                 + [(n, index[id(t)]) for n, t in a.named_buffers(remove_duplicate=False)])
+    L.args.append(ModuleArg(
+        path=path, names=tuple(n for n, _ in params + buffers), n_params=len(params),
+        training=bool(a.training)))
+    L.rebuild.append(("module", all_names))
+
+
+def _refuse_data_parallel(a: torch.nn.Module, path: str, P: Problems) -> None:
+    """Note [data-parallel wrappers]: FSDP2's fully_shard, FSDP and DDP keep the real
+    parameters in their own buffers and run their collectives from module and autograd hooks
+    with eager process-group calls, outside what a trace on the module's parameters sees
+    (measured, torch 2.13, 2 gloo ranks: tracing a fully_shard model crashed the process).
+    So they are refused before anything runs. Tensor parallelism (parallelize_module,
+    DTensor parameters) is captured whole, its collectives in the graph."""
+    found = _compat.data_parallel_wrapper(a)
+    if found is None:
+        return
+    sub, kind = found
+    where = ".".join(x for x in (path, sub) if x)
+    P.add(PrecompileError(
+        f"{where} is wrapped by {kind}, whose collectives run in hooks outside the graph",
+        invariant=4, stage="capture", where=where,
+        expected="a model whose parameters are plain tensors or DTensors (tensor parallel)",
+        actual=kind,
+        hint="precompile the unwrapped model (for DDP: model.module) and reduce the "
+             "gradients after the call (dist.all_reduce on each .grad), or shard it with "
+             "tensor parallelism (parallelize_module), whose collectives are captured; "
+             "for FSDP2 training use torch.compile, which FSDP2 supports"))
+
+
+def _lift_container(L: _Lifted, a: Any, path: str, i: int, P: Problems) -> None:
+    with_path, spec = pytree.tree_flatten_with_path(a)
+    if spec.is_leaf():
+        value = _literal(a, path, P)
+        L.baked.append((path, a))
+        L.args.append(ConstArg(path=path, value=value))
+        L.rebuild.append(("const", a))
+        return
+    leaves, slots = [], []
+    for kp, leaf in with_path:
+        where = path + pytree.keystr(kp)
+        if isinstance(leaf, torch.Tensor):
+            n = len(L.tensors)
+            k = L.add_input(leaf, where, i, P)
+            slots.append(k)
+            leaves.append(Leaf(path=where, tensor=True, value=None,
+                               same_as=-1 if k == n else k))
+            continue
+        if isinstance(leaf, torch.nn.Module):
+            P.add(PrecompileError(
+                f"a module is nested inside argument '{path}'", invariant=1,
+                stage="capture", where=where, expected="nn.Module as a "
+                "top-level positional argument", actual="nested in a container",
+                hint="pass each model as its own positional argument of fn"))
+        slots.append(None)
+        L.baked.append((where, leaf))
+        leaves.append(Leaf(path=where, tensor=False, value=_literal(leaf, where, P)))
+    L.args.append(PytreeArg(path=path, spec=tree_literal(spec, path, P),
+                            leaves=tuple(leaves)))
+    L.rebuild.append(("pytree", (spec, slots, [lf for _, lf in with_path])))
+
+
+def tree_literal(spec: Any, where: str, P: Problems) -> dict[str, Any]:
+    """A pytree structure as the convention's literal (Note [tree literal] in runtime/driver.py)."""
+    if spec.is_leaf():
+        return {"type": "leaf"}
+    kids = [tree_literal(c, where, P) for c in _compat.treespec_children(spec)]
+    if spec.type in (tuple, list):
+        return {"type": spec.type.__name__, "children": kids}
+    if spec.type is type(None):
+        return {"type": "None"}
+    if spec.type in (dict, collections.OrderedDict) and all(
+            isinstance(k, (bool, int, float, str)) for k in spec.context):
+        return {"type": spec.type.__name__, "keys": list(spec.context), "children": kids}
+    cls = _compat.namedtuple_class(spec)
+    if cls is not None:
+        name = cls.__qualname__
+        if find_class(cls.__module__, name) is not cls:
+            P.add(PrecompileError(
+                f"the namedtuple {cls.__name__} in {where} is defined inside a function",
+                invariant=3, stage="capture", where=f"{where} ({cls.__module__}.{name})",
+                expected="a namedtuple class found by its module and name (how the "
+                         "artifact finds it again when it is loaded)",
+                actual=f"{cls.__module__}.{name} is not this class",
+                hint=f"define {cls.__name__} at the top level of its module"))
+        return {"type": "namedtuple", "module": cls.__module__, "name": name,
+                "fields": list(cls._fields), "children": kids}
+    try:
+        return {"type": "pytree", "dumps": pytree.treespec_dumps(spec)}
+    except Exception as e:  # noqa: BLE001 - torch cannot serialise this container type
+        P.add(PrecompileError(
+            f"{where}: a container of type {getattr(spec.type, '__name__', spec.type)} cannot "
+            "be carried by the artifact", invariant=3, stage="capture", where=where,
+            expected="tuples, lists, dicts, namedtuples, or containers torch's pytree can "
+                     "serialise", actual=f"{type(e).__name__}: {str(e)[:160]}",
+            hint="pass (or return) a tuple, list, dict or a module-level namedtuple instead"))
+        return {"type": "leaf"}
+
+
+def _literal(v: Any, where: str, P: Problems | None = None) -> Any:
+    """A non-tensor input/output value as a plain literal for the convention (checked per
+    call)."""
+    if isinstance(v, _LITERAL_TYPES):
+        if isinstance(v, float) and not math.isfinite(v):
+            (P or Problems()).add(PrecompileError(
+                "a non-finite float cannot be baked", invariant=3, stage="capture", where=where,
+                expected="a finite number", actual=repr(v),
+                hint="pass it as a tensor (torch.tensor(v)) instead"))
+            return repr(v)
+        return v
+    if isinstance(v, torch.dtype):
+        return ["__torch.dtype__", str(v).replace("torch.", "")]
+    if isinstance(v, torch.device):
+        return ["__torch.device__", str(v)]
+    (P or Problems()).add(PrecompileError(
+        f"unsupported non-tensor value of type {type(v).__name__}", invariant=3,
+        stage="capture", where=where,
+        expected="tensor, nn.Module, or a bool/int/float/str/None/dtype/device (baked and "
+                 "checked per call), in tuples/lists/dicts",
+        actual=f"{type(v).__name__}: {v!r:.80}",
+        hint="pass tensors for data; fold other configuration into fn (a closure or "
+             "functools.partial) so it is baked explicitly"))
+    return repr(v)
+
+
+def _trace_inputs(L: _Lifted) -> list[torch.Tensor]:
+    """What make_fx traces with: detached views that make_fx turns into fakes (the real
+    tensors are never written: capture leaves the world as it found it)."""
+    out = []
+    for k, (t, s) in enumerate(zip(L.tensors, L.specs)):
+        if k in L.wrap:  # Note [DTensor at the boundary]: the graph takes the local shard
+            out.append(_compat.dtensor_local(t).detach())
+            continue
+        d = t.detach()
+        if s.requires_grad:
+            d.requires_grad_(True)  # a leaf: backward inside fn accumulates into its .grad
+        out.append(d)
+    return out
+
+
+def _wrapped(L: _Lifted, ts: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """The traced graph inputs as fn sees them: DTensor inputs rebuilt around their local
+    shards (a leaf that requires grad where the input did, so backward fills its .grad)."""
+    out = list(ts)
+    for k, (mesh, placements, layout) in L.wrap.items():
+        d = _compat.dtensor_from_local(ts[k], mesh, placements, layout.shape, layout.stride)
+        if L.specs[k].requires_grad:
+            d.requires_grad_(True)
+        out[k] = d
+    return out
+
+
+def _make_flat_fn(fn: Callable, example_inputs: Sequence[Any], L: _Lifted,
+                  state: dict[str, Any], P: Problems) -> Callable:
+    def flat_fn(*ts: torch.Tensor):
+        ws = _wrapped(L, ts)
+        args = []
+        with contextlib.ExitStack() as stack:
+            for (kind, data), a in zip(L.rebuild, example_inputs):
+                if kind == "module":
+                    stack.enter_context(_compat.reparametrize(a, {n: ws[k] for n, k in data}))
+                    args.append(a)
+                elif kind == "tensor":
+                    args.append(ws[data])
+                elif kind == "pytree":
+                    spec, slots, leaves = data
+                    args.append(pytree.tree_unflatten(
+                        [lf if k is None else ws[k] for k, lf in zip(slots, leaves)], spec))
+                else:
+                    args.append(data)
+            versions = [t._version for t in ts]
+            out = fn(*args)
+        leaves, spec = pytree.tree_flatten(out)
+        tensor_outs, out_leaves, aliases = [], [], []
+        keys = [_compat.storage_key(t) for t in ts]
+        for leaf in leaves:
+            if isinstance(leaf, torch.Tensor):
+                layout = None
+                if _compat.is_dtensor(leaf):  # Note [DTensor at the boundary]
+                    layout = L.layout(leaf, "fn's result", P)
+                    leaf = _compat.dtensor_local(leaf)
+                key = _compat.storage_key(leaf)
+                k = next((k for k, kk in enumerate(keys) if kk == key), None)
+                if k is not None:  # invariant 4: this result views input k
+                    if k in L.wrap or layout is not None:
+                        _dtensor_view_refused(L.specs[k].where, P)
+                    aliases.append((len(tensor_outs), AliasOut(
+                        index=k, size=tuple(leaf.shape), stride=tuple(leaf.stride()),
+                        offset=leaf.storage_offset())))
+                out_leaves.append(GraphOut(index=len(tensor_outs), dtensor=layout))
+                tensor_outs.append(leaf)
+            else:
+                out_leaves.append(ConstOut(value=_literal(leaf, "fn's result", P)))
+        grads = []
+        for k, t in enumerate(ws):
+            if t.requires_grad and t.grad is not None:
+                g, layout = t.grad, None
+                if _compat.is_dtensor(g):
+                    layout = L.layout(g, f"{L.specs[k].where}.grad", P)
+                    g = _compat.dtensor_local(g)
+                grads.append((k, len(tensor_outs) + len(grads), g, layout))
+        state["out_spec"] = spec
+        state["out_leaves"] = out_leaves
+        state["n_user_outputs"] = len(tensor_outs)
+        state["grads"] = [WriteBack(input=k, output=o, dtensor=lay) for k, o, _, lay in grads]
+        state["aliases"] = aliases
+        state["mutated"] = [k for k, t in enumerate(ts) if t._version != versions[k]]
+        return tuple(tensor_outs) + tuple(g for _, _, g, _ in grads)
+
+    return flat_fn
+
+
+def _dtensor_view_refused(where: str, P: Problems) -> None:
+    P.add(PrecompileError(
+        f"fn returns a view of the DTensor {where}", invariant=4, stage="capture",
+        where=where, expected="DTensor results that are new tensors",
+        actual="a view of a DTensor input (or a DTensor view of a plain input)",
+        hint="return a copy (.clone()), or return the input itself and view it after the "
+             "call"))

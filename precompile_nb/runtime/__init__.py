@@ -1,0 +1,12 @@
+"""What every artifact carries: the driver and the calling convention's records.
+
+`driver.py` is copied verbatim into every python_code (Note [one driver, two homes] in
+core/emit.py): it checks the arguments, flattens the models, calls the graph, writes back and
+scatters gradients, and defines PrecompileError and the convention's record classes, so an
+artifact runs where only torch is installed. `convention.py` is the package's door to those
+records, with the artifact format version and its rule (Note [artifact version]).
+
+May import: the standard library and torch. Nothing here may import the rest of precompile_nb
+(core, tools, viewers, magics): the driver must run alone inside an artifact, and the stages
+and tools all read the convention from here (tests/test_layout.py checks it).
+"""
