@@ -21,7 +21,7 @@ from . import _compat
 from .cache import pack
 from .capture import capture
 from .emit import emit
-from .errors import PrecompileError, user_frame
+from .errors import PrecompileError, raised_by_user, user_frame
 from .load import load
 from .lower import lower
 from .schemas import Artifact
@@ -62,7 +62,9 @@ def build(fn: Callable, *example_inputs: Any, backend: str = "inductor",
             out = f()
         except PrecompileError:
             raise
-        except Exception as e:  # noqa: BLE001 - no raw error reaches the user
+        except Exception as e:  # noqa: BLE001 - no raw error of torch's reaches the user
+            if name == "capture" and raised_by_user(e):
+                raise  # fn's own exception, as eager would raise it: `except ValueError` works
             raise _stage_failed(fn, name, e) from e
         dt = time.perf_counter() - t0
         times.append((name, dt))

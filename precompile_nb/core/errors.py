@@ -14,7 +14,8 @@ from types import TracebackType
 from ..runtime.driver import _PC_INVARIANTS as INVARIANTS
 from ..runtime.driver import PrecompileError
 
-__all__ = ["PrecompileError", "INVARIANTS", "Problems", "fn_name", "user_frame"]
+__all__ = ["PrecompileError", "INVARIANTS", "Problems", "fn_name", "raised_by_user",
+           "user_frame"]
 
 PrecompileError.__module__ = "precompile_nb"
 
@@ -64,3 +65,13 @@ def fn_name(fn: object) -> str:
     """How an error names the user's fn ("fn" for a lambda)."""
     name = getattr(fn, "__name__", None) or type(fn).__name__
     return "fn" if name == "<lambda>" else name
+
+
+def raised_by_user(e: BaseException) -> bool:
+    """Whether `e` was raised by the user's own code (its innermost frame is neither torch's
+    nor precompile_nb's): a `raise ValueError(...)` in fn, not a tracer or compiler failure."""
+    frames = traceback.extract_tb(e.__traceback__)
+    if not frames:
+        return False
+    file = frames[-1].filename.replace("\\", "/")
+    return not any(part in file for part in _NOT_USER) and "/precompile_nb/" not in file

@@ -69,6 +69,7 @@ from .tracing import (  # noqa: F401 - the door re-exports
     reparametrize,
     runtime_asserts,
     storage_key,
+    tracing_as_a_compiler,
     treespec_children,
 )
 from .warm import (  # noqa: F401 - the door re-exports

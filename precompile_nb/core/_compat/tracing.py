@@ -207,6 +207,33 @@ def no_autocast() -> contextlib.ExitStack:
     return stack
 
 
+# Note [tracing as a compiler]
+#   Libraries keep a path for compilers: transformers picks its MoE experts' implementation,
+#   its attention masks and its cache updates by torch.compiler.is_compiling() /
+#   is_exporting(); torch.optim reads step counts without .item() under is_compiling();
+#   activation checkpointing traces its recomputation under _is_non_strict_tracing(). A capture
+#   is a non-strict make_fx trace, what torch.export's non-strict mode runs, so for the length
+#   of the trace the flags say what export's _compiling_state_context and
+#   _non_strict_tracing_context say (the module globals of torch.compiler, 2.11-2.15; the
+#   non-strict one exists from 2.13). Eager calls before and after see them as they were.
+_TRACING_FLAGS = ("_is_compiling_flag", "_is_exporting_flag", "_is_non_strict_tracing_flag")
+
+
+@contextlib.contextmanager
+def tracing_as_a_compiler() -> Iterator[None]:
+    """torch.compiler.is_compiling() and is_exporting() are True while capture traces
+    (Note [tracing as a compiler])."""
+    flags = [f for f in _TRACING_FLAGS if isinstance(getattr(torch.compiler, f, None), bool)]
+    old = [getattr(torch.compiler, f) for f in flags]
+    try:
+        for f in flags:
+            setattr(torch.compiler, f, True)
+        yield
+    finally:
+        for f, v in zip(flags, old):
+            setattr(torch.compiler, f, v)
+
+
 @contextlib.contextmanager
 def preserved_rng_state() -> Iterator[None]:
     """Fake tracing of random ops advances the real generators (seen on 2.13): capture must

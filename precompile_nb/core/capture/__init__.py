@@ -12,6 +12,7 @@ The steps, one module each:
   checks.py    the invariant checks on the traced graph
   rewrites.py  the graph rewrites after the checks
   nodes.py     the graph as plain data for the viewers
+  state.py     the models' Python state, restored after every trace
 """
 from __future__ import annotations
 
@@ -44,6 +45,7 @@ from .rewrites import (
     _pin_factory_dtypes,
     _schema_mutated,
 )
+from .state import models_as_found
 
 __all__ = ["capture", "Problems", "graph_nodes", "tree_literal"]
 
@@ -131,7 +133,8 @@ def _trace(flat_fn: Callable, fn: Callable, example_inputs: Sequence[Any], names
                 trace_inputs, dynamic, [g.expr for g in guards])
         before = {str(c) for c in _compat.runtime_asserts(fake_mode)}
         with (_compat.preserved_rng_state(), torch.enable_grad(), _compat.no_autocast(),
-              _compat.backward_op_origins()):
+              _compat.backward_op_origins(), _compat.tracing_as_a_compiler(),
+              models_as_found(example_inputs)):
             try:
                 gm = _compat.make_fx_trace(
                     flat_fn, trace_inputs, decompositions=decompositions, fake_mode=fake_mode,

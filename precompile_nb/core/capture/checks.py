@@ -83,18 +83,36 @@ def _external_tensors(fn: Callable, example_inputs: Sequence[Any],
     scan_function(fn, 0)
     for i, a in enumerate(example_inputs):
         if isinstance(a, torch.nn.Module):
-            for mpath, sub in a.named_modules():
-                registered = set(sub._parameters) | set(sub._buffers)
-                for k, v in vars(sub).items():
-                    if isinstance(v, torch.Tensor) and k not in registered:
-                        full = ".".join(p for p in (names[i], mpath, k) if p)
-                        found[id(v)] = (
-                            f"plain module attribute {full} (not a registered parameter or "
-                            "buffer)",
-                            f"register it: self.register_buffer('{k}', tensor) or "
-                            f"self.{k} = nn.Parameter(tensor)",
-                            _source_line(type(sub).forward, f"self.{k}"))
+            _module_attribute_tensors(a, names[i], found)
     return found
+
+
+def _module_attribute_tensors(a: torch.nn.Module, name: str,
+                              found: dict[int, tuple[str, str, str | None]]) -> None:
+    """Tensors a module holds outside its parameters and buffers: plain attributes, and the
+    values of dicts and lists it keeps (a cache an earlier eager call filled)."""
+    for mpath, sub in a.named_modules():
+        registered = set(sub._parameters) | set(sub._buffers)
+        for k, v in vars(sub).items():
+            full = ".".join(p for p in (name, mpath, k) if p)
+            if isinstance(v, torch.Tensor) and k not in registered:
+                found[id(v)] = (
+                    f"plain module attribute {full} (not a registered parameter or buffer)",
+                    f"register it: self.register_buffer('{k}', tensor) or "
+                    f"self.{k} = nn.Parameter(tensor)",
+                    _source_line(type(sub).forward, f"self.{k}"))
+            elif isinstance(v, (dict, list)) and not k.startswith("_forward") and k not in (
+                    "_parameters", "_buffers", "_modules"):
+                items = v.items() if isinstance(v, dict) else enumerate(v)
+                for key, t in items:
+                    if isinstance(t, torch.Tensor):
+                        found.setdefault(id(t), (
+                            f"{full}[{key!r}], a tensor kept in a module's {type(v).__name__} "
+                            "(a cache filled by an earlier call?)",
+                            f"if it is a cache, empty it before precompile ({full}.clear()): "
+                            "capture then computes it inside the graph from the parameters; "
+                            "if it is data, register it as a buffer",
+                            _source_line(type(sub).forward, f"self.{k}")))
 
 
 def _check_constants(gm: torch.fx.GraphModule, fn: Callable, example_inputs: Sequence[Any],

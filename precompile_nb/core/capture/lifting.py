@@ -217,8 +217,19 @@ def _refuse_data_parallel(a: torch.nn.Module, path: str, P: Problems) -> None:
              "for FSDP2 training use torch.compile, which FSDP2 supports"))
 
 
+def _named_leaves(tree: Any, root: str) -> tuple[list[tuple[str, Any]], Any]:
+    """The leaves of a pytree with their paths (`root` + keystr), and its spec. A node type
+    registered without flatten_with_keys_fn has no key paths: its leaves are named by index."""
+    try:
+        with_path, spec = pytree.tree_flatten_with_path(tree)
+    except ValueError:  # "Did not find a flatten_with_keys_fn" (2.11-2.15)
+        leaves, spec = pytree.tree_flatten(tree)
+        return [(f"{root}[leaf {k}]", leaf) for k, leaf in enumerate(leaves)], spec
+    return [(root + pytree.keystr(kp), leaf) for kp, leaf in with_path], spec
+
+
 def _lift_container(L: _Lifted, a: Any, path: str, i: int, P: Problems) -> None:
-    with_path, spec = pytree.tree_flatten_with_path(a)
+    with_path, spec = _named_leaves(a, path)
     if spec.is_leaf():
         value = _literal(a, path, P)
         L.baked.append((path, a))
@@ -226,8 +237,7 @@ def _lift_container(L: _Lifted, a: Any, path: str, i: int, P: Problems) -> None:
         L.rebuild.append(("const", a))
         return
     leaves, slots = [], []
-    for kp, leaf in with_path:
-        where = path + pytree.keystr(kp)
+    for where, leaf in with_path:
         if isinstance(leaf, torch.Tensor):
             n = len(L.tensors)
             k = L.add_input(leaf, where, i, P)
@@ -265,25 +275,43 @@ def tree_literal(spec: Any, where: str, P: Problems) -> dict[str, Any]:
     if cls is not None:
         name = cls.__qualname__
         if find_class(cls.__module__, name) is not cls:
+            dumped = _dumps(spec)  # registered with a serialized_type_name: found by that
+            if dumped is not None:
+                return dumped
             P.add(PrecompileError(
                 f"the namedtuple {cls.__name__} in {where} is defined inside a function",
                 invariant=3, stage="capture", where=f"{where} ({cls.__module__}.{name})",
                 expected="a namedtuple class found by its module and name (how the "
                          "artifact finds it again when it is loaded)",
                 actual=f"{cls.__module__}.{name} is not this class",
-                hint=f"define {cls.__name__} at the top level of its module"))
+                hint=f"define {cls.__name__} at the top level of its module, or register "
+                     "it with torch.utils._pytree._register_namedtuple(cls, "
+                     "serialized_type_name=...)"))
         return {"type": "namedtuple", "module": cls.__module__, "name": name,
                 "fields": list(cls._fields), "children": kids}
+    dumped = _dumps(spec)
+    if dumped is not None:
+        return dumped
     try:
-        return {"type": "pytree", "dumps": pytree.treespec_dumps(spec)}
+        pytree.treespec_dumps(spec)
     except Exception as e:  # noqa: BLE001 - torch cannot serialise this container type
         P.add(PrecompileError(
             f"{where}: a container of type {getattr(spec.type, '__name__', spec.type)} cannot "
             "be carried by the artifact", invariant=3, stage="capture", where=where,
             expected="tuples, lists, dicts, namedtuples, or containers torch's pytree can "
                      "serialise", actual=f"{type(e).__name__}: {str(e)[:160]}",
-            hint="pass (or return) a tuple, list, dict or a module-level namedtuple instead"))
-        return {"type": "leaf"}
+            hint="pass (or return) a tuple, list, dict or a module-level namedtuple instead, "
+                 "or register the class with a serialized_type_name "
+                 "(torch.utils._pytree.register_pytree_node(..., serialized_type_name=...))"))
+    return {"type": "leaf"}
+
+
+def _dumps(spec: Any) -> dict[str, Any] | None:
+    """A subtree in torch's own serialized form, or None where torch cannot serialise it."""
+    try:
+        return {"type": "pytree", "dumps": pytree.treespec_dumps(spec)}
+    except Exception:  # noqa: BLE001 - the caller says what to do
+        return None
 
 
 def _literal(v: Any, where: str, P: Problems | None = None) -> Any:
@@ -307,9 +335,18 @@ def _literal(v: Any, where: str, P: Problems | None = None) -> Any:
         expected="tensor, nn.Module, or a bool/int/float/str/None/dtype/device (baked and "
                  "checked per call), in tuples/lists/dicts",
         actual=f"{type(v).__name__}: {v!r:.80}",
-        hint="pass tensors for data; fold other configuration into fn (a closure or "
+        hint=_RESULT_HINT.format(cls=type(v).__name__) if where.startswith("fn's result")
+        else "pass tensors for data; fold other configuration into fn (a closure or "
              "functools.partial) so it is baked explicitly"))
     return repr(v)
+
+
+# what to do about a result leaf the artifact cannot carry (a Hugging Face cache object is
+# the usual one: transformers does not register DynamicCache as a pytree node)
+_RESULT_HINT = ("return only the tensors you need (e.g. `return model(x).logits`), or, for a "
+                "Hugging Face model, call it with use_cache=False so no {cls} is returned, or "
+                "register {cls} as a pytree node (torch.utils._pytree.register_pytree_node, "
+                "with serialized_type_name) so the artifact rebuilds it")
 
 
 def _trace_inputs(L: _Lifted) -> list[torch.Tensor]:
@@ -359,10 +396,10 @@ def _make_flat_fn(fn: Callable, example_inputs: Sequence[Any], L: _Lifted,
                     args.append(data)
             versions = [t._version for t in ts]
             out = fn(*args)
-        leaves, spec = pytree.tree_flatten(out)
+        named, spec = _named_leaves(out, "fn's result")
         tensor_outs, out_leaves, aliases = [], [], []
         keys = [_compat.storage_key(t) for t in ts]
-        for leaf in leaves:
+        for where, leaf in named:
             if isinstance(leaf, torch.Tensor):
                 layout = None
                 if _compat.is_dtensor(leaf):  # Note [DTensor at the boundary]
@@ -379,7 +416,7 @@ def _make_flat_fn(fn: Callable, example_inputs: Sequence[Any], L: _Lifted,
                 out_leaves.append(GraphOut(index=len(tensor_outs), dtensor=layout))
                 tensor_outs.append(leaf)
             else:
-                out_leaves.append(ConstOut(value=_literal(leaf, "fn's result", P)))
+                out_leaves.append(ConstOut(value=_literal(leaf, where, P)))
         grads = []
         for k, t in enumerate(ws):
             if t.requires_grad and t.grad is not None:

@@ -1,0 +1,135 @@
+"""Patterns of models written by others (Hugging Face, timm and the like) that capture must
+handle as torch.compile does: the compiler flags libraries branch on, Python state a model keeps
+in plain attributes, containers registered with torch's pytree, and the user's own exceptions."""
+from __future__ import annotations
+
+import collections
+
+import pytest
+import torch
+import torch.utils._pytree as pytree
+from torch import nn
+
+from precompile_nb import PrecompileError, precompile
+
+
+def _load(fn, *inputs, backend="eager"):
+    code, cache = precompile(fn, *inputs, backend=backend)
+    return precompile.load(code, cache)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_libraries_see_a_compiler_while_capture_traces_and_eager_code_does_not():
+    seen = []
+
+    def fn(x):
+        seen.append((torch.compiler.is_compiling(), torch.compiler.is_exporting()))
+        return x * 2 if torch.compiler.is_compiling() else x * 3
+
+    x = torch.randn(4)
+    f = _load(fn, x)
+    assert seen[0] == (True, True)
+    assert torch.equal(f(x), x * 2)  # the path kept for compilers was captured
+    assert not torch.compiler.is_compiling() and not torch.compiler.is_exporting()
+    assert torch.equal(fn(x), x * 3)
+
+
+class CachingModel(nn.Module):
+    """Keeps a table derived from its weight in a plain dict, filled by forward, and a plain
+    attribute it sets on every call (as rotary-embedding and mask helpers do)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+        self._tables = {}
+
+    def forward(self, x):
+        k = x.shape[-1]
+        if k not in self._tables:
+            self._tables[k] = self.lin.weight.sum(0)
+        self.last_batch = x.shape[0]
+        return self.lin(x) + self._tables[k]
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_capture_leaves_a_models_python_state_as_it_found_it(backend):
+    m, x = CachingModel(), torch.randn(2, 8)
+    f = _load(lambda m, x: m(x), m, x, backend=backend)
+    assert m._tables == {} and not hasattr(m, "last_batch")  # no FakeTensor left behind
+    expected = m(x)  # the user's own eager call afterwards computes real tensors
+    assert type(m._tables[8]) is torch.Tensor
+    m._tables.clear()
+    torch.testing.assert_close(f(m, x), expected)
+    assert m._tables == {}
+
+
+def test_a_cache_an_earlier_eager_call_filled_is_named_with_how_to_empty_it():
+    m, x = CachingModel(), torch.randn(2, 8)
+    m(x)
+    with pytest.raises(PrecompileError) as e:
+        precompile(lambda m, x: m(x), m, x, backend="eager")
+    assert e.value.invariant == 1
+    assert "m._tables[8]" in e.value.where
+    assert "m._tables.clear()" in e.value.hint
+
+
+
+def _local_namedtuple():
+    Pair = collections.namedtuple("Pair", ["a", "b"])
+    pytree._register_namedtuple(Pair, serialized_type_name="tests.real_model_patterns.Pair")
+    return Pair
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_a_function_local_namedtuple_registered_with_a_serialized_name_round_trips():
+    Pair = _local_namedtuple()
+    x = torch.randn(3)
+    out = _load(lambda x: Pair(x + 1, x * 2), x)(x)
+    assert type(out) is Pair
+    assert torch.equal(out.a, x + 1) and torch.equal(out.b, x * 2)
+
+
+class Box:
+    def __init__(self, a, b):
+        self.a, self.b = a, b
+
+
+pytree.register_pytree_node(Box, lambda b: ([b.a, b.b], None), lambda v, c: Box(*v),
+                            serialized_type_name="tests.real_model_patterns.Box")
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_a_pytree_node_registered_without_key_paths_is_an_input_named_by_index():
+    x, y = torch.randn(3), torch.randn(3)
+    f = _load(lambda bx: bx.a * bx.b, Box(x, y))
+    assert torch.equal(f(Box(y, x)), y * x)
+    with pytest.raises(PrecompileError) as e:
+        f(Box(x, torch.randn(4)))
+    assert "bx[leaf 1]" in e.value.where
+
+
+class Unregistered:
+    pass
+
+
+def test_a_result_the_artifact_cannot_carry_says_to_return_tensors_or_register_the_class():
+    with pytest.raises(PrecompileError) as e:
+        precompile(lambda x: (x + 1, Unregistered()), torch.randn(2), backend="eager")
+    assert "fn's result[1]" in e.value.where
+    for fix in (".logits", "use_cache=False", "register_pytree_node"):
+        assert fix in e.value.hint
+
+
+def test_the_users_own_exception_reaches_them_as_it_is_with_the_model_as_it_was():
+    m = nn.BatchNorm1d(4).train()
+    before = m.running_mean.clone()
+
+    def step(m, x):
+        m(x)
+        raise ValueError("the batch is too small")
+
+    with pytest.raises(ValueError, match="the batch is too small"):
+        precompile(step, m, torch.randn(8, 4), backend="eager")
+    assert torch.equal(m.running_mean, before)
+    assert m.num_batches_tracked.item() == 0
