@@ -14,14 +14,17 @@ if TYPE_CHECKING:  # the public names, imported lazily: viewers import without t
     from .core import precompile
     from .core.errors import PrecompileError
     from .tools.check import check
+    from .tools.files import MakeFxTracer, PrecompiledRunnable, capture
     from .tools.store import load_pair, save_pair
 
 
 def __getattr__(name: str) -> Any:
     if name == "precompile":
-        from .core import precompile
+        return _precompile()
+    if name in ("capture", "MakeFxTracer", "PrecompiledRunnable"):
+        from .tools import files
 
-        return precompile
+        return getattr(files, name)
     if name == "check":
         from .tools.check import check
 
@@ -37,7 +40,22 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'precompile_nb' has no attribute {name!r}")
 
 __version__ = "0.1.0"
-__all__ = ["precompile", "PrecompileError", "check", "save_pair", "load_pair",
+
+
+def _precompile() -> Any:
+    """`precompile`, with torch 2.15's file-pair shape beside the seed's: precompile.capture,
+    precompile.MakeFxTracer, and precompile.load of (python_code, cache) or of two paths
+    (tools/files.py)."""
+    from .core import precompile
+    from .tools import files
+
+    precompile.load = files.load  # type: ignore[attr-defined]
+    precompile.capture = files.capture  # type: ignore[attr-defined]
+    precompile.MakeFxTracer = files.MakeFxTracer  # type: ignore[attr-defined]
+    precompile.PrecompiledRunnable = files.PrecompiledRunnable  # type: ignore[attr-defined]
+    return precompile
+__all__ = ["precompile", "PrecompileError", "check", "save_pair", "load_pair", "capture",
+           "MakeFxTracer", "PrecompiledRunnable",
            "load_ipython_extension", "unload_ipython_extension"]
 
 

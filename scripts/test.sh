@@ -7,6 +7,13 @@ bash scripts/setup.sh
 bash scripts/setup_browser.sh .venv/bin/python  # chromium + playwright + jupyterlab, or a skip reason
 export PRECOMPILE_NB_SCREENSHOTS="${PRECOMPILE_NB_SCREENSHOTS:-$(mktemp -d /tmp/precompile_nb_shots_XXXXXX)}"
 export TORCHINDUCTOR_CACHE_DIR="${TORCHINDUCTOR_CACHE_DIR:-$(mktemp -d /tmp/precompile_nb_ci_XXXXXX)}"
-# tests/ and the tutorial notebooks (nbval: contract cells compared, the rest executed)
-exec .venv/bin/python -m pytest -q -p no:cacheprovider tests notebooks \
-  --nbval-lax --nbval-sanitize-with notebooks/sanitize.cfg "$@"
+# the torch 2.15 environment first (its install is the slow part), so a 2.15 break shows too
+PY215=$(bash scripts/setup_torch215.sh)
+# tests/ and the tutorial notebooks (nbval: contract cells compared, the rest executed), on the
+# project's pinned torch; then the pipeline's tests (tests/core) on torch 2.15
+status=0
+.venv/bin/python -m pytest -q -p no:cacheprovider tests notebooks \
+  --nbval-lax --nbval-sanitize-with notebooks/sanitize.cfg "$@" || status=$?
+echo "[test] the pipeline's tests on torch 2.15 ($PY215)"
+"$PY215" -m pytest -q -p no:cacheprovider tests/core || status=$?
+exit $status

@@ -33,6 +33,8 @@ import ast
 import contextlib
 import itertools
 import linecache
+import os
+import sys
 import threading
 import time
 import traceback
@@ -161,6 +163,18 @@ def _literal_statement(python_code: str, name: str) -> Any:
     return ast.literal_eval(node.value)  # type: ignore[attr-defined]
 
 
+def _user_stacklevel() -> int:
+    """The stacklevel of warnings.warn, called here, that names the user's line: the first
+    frame outside precompile_nb (load is reached through precompile.load, load_pair, ...)."""
+    f, level = sys._getframe(1), 1
+    while f is not None and _PACKAGE_DIR in f.f_code.co_filename:
+        f, level = f.f_back, level + 1
+    return level
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
 def load(python_code: str, cache: bytes | None = None) -> Callable[..., Any]:
     """Rebuild the callable of a (python_code, cache) pair made by precompile.
 
@@ -189,7 +203,8 @@ def _load(python_code: str, cache: bytes | None) -> Callable[..., Any]:
     tree, meta, record = _read_artifact(python_code)
     clock.lap("read")
     warnings.warn(f"precompile.load executes python_code of `{meta['fn_name']}` as code: only "
-                  "load artifacts you trust (invariant 7)", UserWarning, stacklevel=3)
+                  "load artifacts you trust (invariant 7)", UserWarning,
+                  stacklevel=_user_stacklevel())
     stats: dict[str, Any] = {"cache_files": 0, "written": 0, "present": 0, "used": False,
                              "seconds": clock.seconds}
     installed = _take_cache(python_code, cache, meta, stats, clock)
@@ -253,7 +268,7 @@ def _take_cache(python_code: str, cache: Any, meta: dict[str, Any], stats: dict[
         warnings.warn(f"the cache of `{meta['fn_name']}` was made by torch {tag.torch}, this is "
                       f"{_compat.torch_build_id()}: ignoring it, the kernels will compile now "
                       "(precompile again with this torch to get a matching cache)",
-                      CacheWarning, stacklevel=4)
+                      CacheWarning, stacklevel=_user_stacklevel())
         return _Installed(set(), set(),
                           f"the cache was made by another torch build ({tag.torch})")
     if not files:
