@@ -257,6 +257,32 @@ def test_in_a_kernel_the_report_is_a_live_widget_with_static_html_alongside(ip, 
     assert "application/vnd.jupyter.widget-view+json" in shown[-1]
 
 
+class _Kernel:
+    """A stand-in for ipykernel's kernel: what it records of the running execute_request."""
+
+    def __init__(self, allow_stdin: bool) -> None:
+        self._allow_stdin = allow_stdin
+
+
+def test_a_kernel_run_by_nbconvert_shows_the_static_report_and_no_widget(ip, shown,
+                                                                        monkeypatch):
+    # nbclient (nbconvert --execute, papermill) runs cells with allow_stdin=False and saves
+    # widget state, and nbconvert would then export a widget view that is blank offline
+    monkeypatch.setattr(ip, "kernel", _Kernel(allow_stdin=False), raising=False)
+    ip.run_cell_magic("precompile", "--backend eager --out r", FORWARD)
+    assert shown, "the magic displayed nothing"
+    assert not any("application/vnd.jupyter.widget-view+json" in b for b in shown)
+    assert "Invariants</label>" in shown[-1]["text/html"]
+    assert "Summary</label>" in shown[-1]["text/html"]
+
+
+def test_a_kernel_run_by_an_interactive_frontend_shows_the_widget(ip, shown, monkeypatch):
+    monkeypatch.setattr(ip, "kernel", _Kernel(allow_stdin=True), raising=False)
+    ip.run_cell_magic("precompile", "--backend eager --out r", FORWARD)
+    assert "application/vnd.jupyter.widget-view+json" in shown[-1]
+    assert "Invariants</label>" in shown[-1]["text/html"]
+
+
 def test_unload_removes_the_magic_and_the_error_handler(ip):
     ip.run_line_magic("unload_ext", "precompile_nb")
     try:
