@@ -105,8 +105,9 @@ def _leaf(leaf: dict[str, Any]) -> str:
         text = f"constant <code>{esc(leaf.get('value'))}</code>"
     else:
         text = esc(kind)
+    # only the fields that say something: a plain tensor output has dtensor None or ""
     rest = ", ".join(f"{esc(k)}={esc(v)}" for k, v in leaf.items()
-                     if k not in ("kind", "index", "value"))
+                     if k not in ("kind", "index", "value") and v not in (None, "", [], {}))
     return text + (f" ({rest})" if rest else "")
 
 
