@@ -143,6 +143,12 @@ class PrecompileDiff:
 
         return render_diff_html(self.data.to_data())
 
+    def to_html(self) -> str:
+        """The diff as a full offline HTML page (like PrecompileResult.to_html())."""
+        from .viewers.diff import render_diff_page
+
+        return render_diff_page(self.data.to_data())
+
     def __repr__(self) -> str:
         return f"<PrecompileDiff {self.data.summary()}>"
 

@@ -413,6 +413,18 @@ def test_precompile_diff_compares_two_results_by_name(ip):
     assert same.same and same.data.code_diff == ()
 
 
+def test_a_diff_saves_as_an_offline_page_like_a_result(ip, tmp_path):
+    ip.run_cell_magic("precompile", "--backend eager --out narrow --quiet", FORWARD)
+    ip.run_cell("model = torch.nn.Linear(4, 5)")
+    ip.run_cell_magic("precompile", "--backend eager --out wide --quiet", FORWARD)
+    page = ip.run_line_magic("precompile_diff", "narrow wide").to_html()
+    assert page.startswith("<!doctype html>") and page.rstrip().endswith("</html>")
+    assert "<title>precompile diff: narrow -&gt; wide</title>" in page
+    assert "diff <code>narrow</code> → <code>wide</code>" in page
+    assert "+++ wide.py" in page
+    (tmp_path / "diff.html").write_text(page, encoding="utf-8")  # what a user does with it
+
+
 def test_precompile_diff_of_something_else_is_a_usage_error_naming_the_results(ip):
     ip.run_cell_magic("precompile", "--backend eager --out r --quiet", FORWARD)
     with pytest.raises(UsageError, match="'x' is a Tensor, not a PrecompileResult .*: r$"):
