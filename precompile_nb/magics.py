@@ -143,6 +143,12 @@ class PrecompileDiff:
 
         return render_diff_html(self.data.to_data())
 
+    def to_html(self) -> str:
+        """The diff as a full offline HTML page (like PrecompileResult.to_html())."""
+        from .viewers.diff import render_diff_page
+
+        return render_diff_page(self.data.to_data())
+
     def __repr__(self) -> str:
         return f"<PrecompileDiff {self.data.summary()}>"
 
@@ -165,8 +171,10 @@ class PrecompileProfile:
 
 
 def show_report(report: dict[str, Any]) -> None:
-    """Display the report: the live widget where a frontend draws widgets, with the static
-    HTML alongside for frontends that do not (nbconvert, GitHub, a reopened notebook)."""
+    """Display the report: the live widget where an interactive frontend draws widgets, with
+    the static HTML alongside for renderers that do not (GitHub, nbviewer, a reopened
+    notebook); only the static HTML where no frontend draws widgets (a script, nbconvert
+    --execute: see viewers.widgets.has_widget_frontend), so an exported page shows it."""
     from .viewers.widgets import has_widget_frontend, report_widget
 
     bundle: dict[str, Any] = {"text/plain": summary_text(report),

@@ -1,5 +1,7 @@
-"""The quickstart, end to end: precompile a small MLP with Inductor, save (python_code, cache),
-load the pair in a fresh process whose compiler caches are empty, and check it against eager."""
+"""The quickstart, end to end: precompile a small MLP with Inductor, write its report as an
+offline HTML page (what `result.to_html()` of %%precompile --out result writes), save
+(python_code, cache), load the pair in a fresh process whose compiler caches are empty, and
+check it against eager."""
 from __future__ import annotations
 
 import os
@@ -14,7 +16,9 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from precompile_nb import precompile
+from precompile_nb.core import build
+from precompile_nb.tools.report import report_data
+from precompile_nb.viewers import render_report_page
 
 OUT = Path(os.environ.get("PRECOMPILE_NB_OUT", "out")).resolve()
 
@@ -27,9 +31,14 @@ def main() -> int:
     print(f"[quickstart] precompiling an MLP with Inductor on {x.device} "
           "(C++ kernels; takes a while on CPU)...", flush=True)
     t0 = time.perf_counter()
-    code, cache = precompile(lambda m, x: m(x), model, x)
+    # build is what precompile runs, keeping what each stage recorded for the report
+    art = build(lambda m, x: m(x), model, x)
+    code, cache = art.python_code, art.cache
     print(f"[quickstart] precompile: {time.perf_counter() - t0:.1f} s, python_code "
           f"{len(code) / 1024:.1f} KiB, cache {len(cache) / 1024:.1f} KiB")
+    page = OUT / "mlp_report.html"
+    page.write_text(render_report_page(report_data(art)), encoding="utf-8")
+    print(f"[quickstart] report page (offline HTML, as result.to_html()): {page}")
     (OUT / "mlp.py").write_text(code)
     (OUT / "mlp.cache").write_bytes(cache)
     torch.save({"state": model.state_dict(), "x": x, "ref": model(x).detach()}, OUT / "ref.pt")

@@ -10,5 +10,5 @@ mkdir -p "$OUT_DIR"
 echo "[quickstart] executing notebooks/01_quickstart.ipynb (an Inductor compile on CPU takes a while)..."
 .venv/bin/python -m jupyter nbconvert --to html --execute \
   --ExecutePreprocessor.timeout=1200 --output-dir "$OUT_DIR" notebooks/01_quickstart.ipynb
-echo "[quickstart] report page: $OUT_DIR/01_quickstart.html (open it in a browser)"
+echo "[quickstart] notebook page: $OUT_DIR/01_quickstart.html (open it in a browser; it needs no network)"
 PRECOMPILE_NB_OUT="$OUT_DIR" .venv/bin/python scripts/quickstart.py

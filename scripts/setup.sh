@@ -11,8 +11,8 @@ fi
 VPY=.venv/bin/python
 if ! "$VPY" -c "import torch" 2>/dev/null; then
   echo "[setup] installing torch ${TORCH_SPEC:-torch==2.13.0} (CPU build on this machine)"
-  "$VPY" -m pip install -q "${TORCH_SPEC:-torch==2.13.0}"
+  "$VPY" -m pip install --progress-bar on "${TORCH_SPEC:-torch==2.13.0}"
 fi
 echo "[setup] installing precompile_nb and its dependencies"
-"$VPY" -m pip install -q -e ".[test]"
+"$VPY" -m pip install --progress-bar on -e ".[test]"
 "$VPY" -c "import torch, precompile_nb; print('[setup] ready: torch', torch.__version__)"

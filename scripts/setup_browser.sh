@@ -49,7 +49,7 @@ if "$PY" -c "import playwright.sync_api, jupyterlab" >/dev/null 2>&1; then
   say "playwright and jupyterlab present"
 else
   say "installing playwright and jupyterlab into $PY"
-  if ! "$PY" -m pip install -q playwright jupyterlab; then
+  if ! "$PY" -m pip install --progress-bar on playwright jupyterlab; then
     say "WARNING: pip could not install playwright/jupyterlab: the browser tests skip"
   fi
 fi

@@ -257,6 +257,32 @@ def test_in_a_kernel_the_report_is_a_live_widget_with_static_html_alongside(ip, 
     assert "application/vnd.jupyter.widget-view+json" in shown[-1]
 
 
+class _Kernel:
+    """A stand-in for ipykernel's kernel: what it records of the running execute_request."""
+
+    def __init__(self, allow_stdin: bool) -> None:
+        self._allow_stdin = allow_stdin
+
+
+def test_a_kernel_run_by_nbconvert_shows_the_static_report_and_no_widget(ip, shown,
+                                                                        monkeypatch):
+    # nbclient (nbconvert --execute, papermill) runs cells with allow_stdin=False and saves
+    # widget state, and nbconvert would then export a widget view that is blank offline
+    monkeypatch.setattr(ip, "kernel", _Kernel(allow_stdin=False), raising=False)
+    ip.run_cell_magic("precompile", "--backend eager --out r", FORWARD)
+    assert shown, "the magic displayed nothing"
+    assert not any("application/vnd.jupyter.widget-view+json" in b for b in shown)
+    assert "Invariants</label>" in shown[-1]["text/html"]
+    assert "Summary</label>" in shown[-1]["text/html"]
+
+
+def test_a_kernel_run_by_an_interactive_frontend_shows_the_widget(ip, shown, monkeypatch):
+    monkeypatch.setattr(ip, "kernel", _Kernel(allow_stdin=True), raising=False)
+    ip.run_cell_magic("precompile", "--backend eager --out r", FORWARD)
+    assert "application/vnd.jupyter.widget-view+json" in shown[-1]
+    assert "Invariants</label>" in shown[-1]["text/html"]
+
+
 def test_unload_removes_the_magic_and_the_error_handler(ip):
     ip.run_line_magic("unload_ext", "precompile_nb")
     try:
@@ -385,6 +411,18 @@ def test_precompile_diff_compares_two_results_by_name(ip):
     # the same result against itself: nothing to show
     same = ip.user_ns["narrow"].diff(ip.user_ns["narrow"])
     assert same.same and same.data.code_diff == ()
+
+
+def test_a_diff_saves_as_an_offline_page_like_a_result(ip, tmp_path):
+    ip.run_cell_magic("precompile", "--backend eager --out narrow --quiet", FORWARD)
+    ip.run_cell("model = torch.nn.Linear(4, 5)")
+    ip.run_cell_magic("precompile", "--backend eager --out wide --quiet", FORWARD)
+    page = ip.run_line_magic("precompile_diff", "narrow wide").to_html()
+    assert page.startswith("<!doctype html>") and page.rstrip().endswith("</html>")
+    assert "<title>precompile diff: narrow -&gt; wide</title>" in page
+    assert "diff <code>narrow</code> → <code>wide</code>" in page
+    assert "+++ wide.py" in page
+    (tmp_path / "diff.html").write_text(page, encoding="utf-8")  # what a user does with it
 
 
 def test_precompile_diff_of_something_else_is_a_usage_error_naming_the_results(ip):

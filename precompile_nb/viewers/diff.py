@@ -10,7 +10,7 @@ from typing import Any
 
 from ._common import esc, human_bytes, human_seconds, make_uid, table, wrap
 
-__all__ = ["render_diff_html", "code_diff_html"]
+__all__ = ["render_diff_html", "render_diff_page", "code_diff_html"]
 
 # a diff line's first character -> its class (the colors are the report's ok/bad palette)
 _LINE_CLASS = {"+": "pcnb-d-add", "-": "pcnb-d-del", "@": "pcnb-d-hunk"}
@@ -159,3 +159,12 @@ def code_diff_html(lines: Sequence[str]) -> str:
     return (f'<p class="pcnb-muted">{changed} line(s) added or removed (unified diff, '
             f"{sum(1 for ln in lines if ln.startswith('@@'))} hunk(s))</p>"
             f'<pre class="pcnb-diff">{"".join(out)}</pre>')
+
+
+def render_diff_page(data: Mapping[str, Any]) -> str:
+    """The diff (ReportDiff.to_data()) as a complete offline HTML page, like
+    render_report_page for a report: save it, attach it to a review."""
+    from .html import html_page
+
+    return html_page(f"precompile diff: {data.get('a')} -> {data.get('b')}",
+                     render_diff_html(data))

@@ -105,8 +105,9 @@ def _leaf(leaf: dict[str, Any]) -> str:
         text = f"constant <code>{esc(leaf.get('value'))}</code>"
     else:
         text = esc(kind)
+    # only the fields that say something: a plain tensor output has dtensor None or ""
     rest = ", ".join(f"{esc(k)}={esc(v)}" for k, v in leaf.items()
-                     if k not in ("kind", "index", "value"))
+                     if k not in ("kind", "index", "value") and v not in (None, "", [], {}))
     return text + (f" ({rest})" if rest else "")
 
 
@@ -496,10 +497,15 @@ def summary_text(data: dict[str, Any]) -> str:
 def render_report_page(data: dict[str, Any], **kwargs: Any) -> str:
     """The report as a complete <!doctype html> page that works offline (save it, attach it
     to an email); keyword arguments go to render_report_html."""
-    title = f"precompile report: {data.get('fn_name')}"
+    return html_page(f"precompile report: {data.get('fn_name')}",
+                     render_report_html(data, **kwargs))
+
+
+def html_page(title: str, body: str) -> str:
+    """`body` (a rendered .pcnb view) as a complete <!doctype html> page that works offline."""
     return ("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"<title>{esc(title)}</title>"
             "<style>body { margin: 16px; } body .pcnb { max-width: 1400px; } "
             "@media (prefers-color-scheme: dark) { body { background: #0d1117; } }</style>"
-            "</head><body>\n" + render_report_html(data, **kwargs) + "\n</body></html>\n")
+            "</head><body>\n" + body + "\n</body></html>\n")

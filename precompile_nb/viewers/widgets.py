@@ -23,14 +23,26 @@ __all__ = ["report_widget", "progress_widget", "StageProgress", "has_widget_fron
 
 
 def has_widget_frontend() -> bool:
-    """True inside a Jupyter kernel, where a frontend draws widgets; False in a terminal
-    IPython, a bare InteractiveShell or a script (there a widget would print as its repr)."""
+    """True inside a Jupyter kernel driven by an interactive frontend (JupyterLab, Notebook,
+    VS Code), which draws widgets; False in a terminal IPython, a bare InteractiveShell or a
+    script (there a widget would print as its repr), and False when the cell runs under
+    nbclient (`jupyter nbconvert --execute`, papermill).
+
+    nbclient draws no widgets but saves their state in the notebook, and nbconvert's HTML
+    exporter then prefers the widget view over the text/html beside it: a view that needs
+    @jupyter-widgets/html-manager from a CDN, so the exported page shows a blank output
+    offline. nbclient is told apart by what it asks of the kernel: it runs every cell with
+    allow_stdin=False (it can answer no input()), while interactive frontends allow stdin."""
     try:
         from IPython import get_ipython
     except ImportError:  # IPython is a dependency; a script without it has no frontend
         return False
     ip = get_ipython()
-    return ip is not None and getattr(ip, "kernel", None) is not None
+    kernel = getattr(ip, "kernel", None) if ip is not None else None
+    if kernel is None:
+        return False
+    # ipykernel records the running execute_request's allow_stdin; absent: assume a frontend
+    return bool(getattr(kernel, "_allow_stdin", True))
 
 
 class GraphExplorer:

@@ -9,15 +9,17 @@ it, with the reason and the install command; PRECOMPILE_NB_NO_BROWSER=1 skips th
     bash scripts/setup_browser.sh .venv/bin/python
     .venv/bin/python -m pytest -m browser tests/browser
 
-Screenshots (light and dark) are written into docs/screenshots/ (PRECOMPILE_NB_SCREENSHOTS=DIR
-puts them elsewhere).
+Screenshots (light and dark) go to a temporary folder, whose path the first one prints: a test
+run never rewrites the committed ones. To refresh docs/screenshots/, ask for it:
+
+    PRECOMPILE_NB_SCREENSHOTS=docs/screenshots .venv/bin/python -m pytest -m browser tests/browser
 """
 from __future__ import annotations
 
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +29,9 @@ from nbformat.v4 import new_code_cell, new_notebook
 
 from .lab import REPO, Lab, RunningNotebook, copy_stripped, open_and_run, start_lab, stop_lab
 
-# where the screenshots go: docs/screenshots/ (committed), or elsewhere so that a CI run does
-# not rewrite them
-SCREENSHOTS = Path(os.environ.get("PRECOMPILE_NB_SCREENSHOTS") or REPO / "docs" / "screenshots")
+# where the screenshots go: PRECOMPILE_NB_SCREENSHOTS (docs/screenshots to refresh the committed
+# ones), else a temporary folder made on the first screenshot
+_SCREENSHOTS: list[Path] = []
 SETUP_HINT = "run `bash scripts/setup_browser.sh .venv/bin/python`"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                  "--no-first-run", "--disable-background-networking",
@@ -136,10 +138,25 @@ def offline_page(context: Any) -> Any:
     return page
 
 
+def screenshots_dir() -> Path:
+    """$PRECOMPILE_NB_SCREENSHOTS (relative to the repository), else one temporary folder for
+    the session: never docs/screenshots/ unless asked for."""
+    if not _SCREENSHOTS:
+        asked = os.environ.get("PRECOMPILE_NB_SCREENSHOTS")
+        if asked:
+            where = Path(asked) if Path(asked).is_absolute() else REPO / asked
+        else:
+            where = Path(tempfile.mkdtemp(prefix="precompile_nb_shots_"))
+            print(f"\n[browser tests] screenshots in {where} "
+                  "(PRECOMPILE_NB_SCREENSHOTS=docs/screenshots refreshes the committed ones)")
+        where.mkdir(parents=True, exist_ok=True)
+        _SCREENSHOTS.append(where)
+    return _SCREENSHOTS[0]
+
+
 def save_screenshot(target: Any, name: str) -> Path:
-    """Write docs/screenshots/NAME.png from a page or an element handle/locator."""
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    path = SCREENSHOTS / f"{name}.png"
+    """Write NAME.png from a page or an element handle/locator into screenshots_dir()."""
+    path = screenshots_dir() / f"{name}.png"
     target.screenshot(path=str(path))
     return path
 
@@ -179,12 +196,30 @@ PROFILE_CELLS = [
 
 
 @pytest.fixture(scope="session")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+def say(pytestconfig: pytest.Config) -> Callable[[str], None]:
+    """Print a line to the terminal now, past pytest's output capture: the JupyterLab tests
+    wait minutes for the notebooks, and a silent terminal looks like a hang."""
+    capman = pytestconfig.pluginmanager.getplugin("capturemanager")
+
+    def say(text: str) -> None:
+        if capman is None:
+            print(text, flush=True)
+            return
+        with capman.global_and_fixture_disabled():
+            print(text, flush=True)
+
+    return say
+
+
+@pytest.fixture(scope="session")
+def lab(tmp_path_factory: pytest.TempPathFactory, say: Callable[[str], None]) -> Iterator[Lab]:
     """JupyterLab on 127.0.0.1, a random free port and a token, serving a temporary root
     dir; its kernels run this interpreter with this checkout's precompile_nb."""
     why = jupyterlab_unavailable()
     if why:
         pytest.skip(why)
+    say("\n[jupyterlab] starting JupyterLab; three notebooks then run at once (an Inductor "
+        "compile on CPU: minutes)")
     server = start_lab(tmp_path_factory.mktemp("jupyterlab"))
     try:
         yield server
@@ -220,10 +255,11 @@ def notebooks(lab: Lab, browser_context: Any) -> Iterator[dict[str, RunningNoteb
 
 
 @pytest.fixture(scope="session")
-def quickstart(notebooks: dict[str, RunningNotebook]) -> RunningNotebook:
+def quickstart(notebooks: dict[str, RunningNotebook],
+               say: Callable[[str], None]) -> RunningNotebook:
     """The quickstart, run to the end in JupyterLab without an error."""
     nb = notebooks["quickstart"]
-    nb.wait()
+    nb.wait(progress=say)
     errors = nb.page.locator('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.'
                              'stderr"]').all_inner_texts()
     tracebacks = [t for t in errors if "Traceback" in t or "Error" in t]
@@ -232,14 +268,16 @@ def quickstart(notebooks: dict[str, RunningNotebook]) -> RunningNotebook:
 
 
 @pytest.fixture(scope="session")
-def violation(notebooks: dict[str, RunningNotebook]) -> RunningNotebook:
+def violation(notebooks: dict[str, RunningNotebook],
+              say: Callable[[str], None]) -> RunningNotebook:
     nb = notebooks["violation"]
-    nb.wait()
+    nb.wait(progress=say)
     return nb
 
 
 @pytest.fixture(scope="session")
-def profile_diff(notebooks: dict[str, RunningNotebook]) -> RunningNotebook:
+def profile_diff(notebooks: dict[str, RunningNotebook],
+                 say: Callable[[str], None]) -> RunningNotebook:
     nb = notebooks["profile_diff"]
-    nb.wait()
+    nb.wait(progress=say)
     return nb

@@ -11,7 +11,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -204,20 +204,31 @@ class RunningNotebook:
     done: bool = False
     seconds: float | None = None  # Run All to the last cell done
 
-    def wait(self) -> None:
+    def wait(self, progress: Callable[[str], None] | None = None, every: float = 30.0) -> None:
         """Block until every code cell has an execution count, no prompt shows [*] and the
-        kernel is idle; fail with the outputs so far after RUN_ALL_TIMEOUT."""
+        kernel is idle; fail with the outputs so far after RUN_ALL_TIMEOUT. `progress` gets
+        a line every `every` seconds (cells run so far) and one at the end."""
         if self.done:
             return
         deadline = self.started + RUN_ALL_TIMEOUT
         state = None
+        told = time.monotonic()
         while time.monotonic() < deadline:
             state = self.page.evaluate(_CELL_STATE_JS, self.path)
-            if (state and state["counts"] and all(c is not None for c in state["counts"])
-                    and state["busyPrompts"] == 0 and state["kernel"] == "idle"):
+            counts = (state or {}).get("counts") or []
+            ran = sum(c is not None for c in counts)
+            if (counts and ran == len(counts) and state["busyPrompts"] == 0
+                    and state["kernel"] == "idle"):
                 self.done = True
                 self.seconds = time.monotonic() - self.started
+                if progress:
+                    progress(f"[jupyterlab] {self.path}: all {ran} cells run "
+                             f"({self.seconds:.0f} s)")
                 return
+            if progress and time.monotonic() - told >= every:
+                told = time.monotonic()
+                progress(f"[jupyterlab] {self.path}: {ran}/{len(counts)} cells run "
+                         f"({told - self.started:.0f} s)")
             self.page.wait_for_timeout(500)
         raise TimeoutError(f"{self.path}: Run All did not finish within {RUN_ALL_TIMEOUT:g} s; "
                            f"last state {state}; outputs so far:\n"

@@ -5,7 +5,8 @@ notebooks/01_quickstart.ipynb (outputs stripped) and a small notebook that break
 Both are run with JupyterLab's own "Run All Cells" command in a live kernel, concurrently, and
 everything is checked in the page: the ipywidgets report (which JupyterLab draws instead of
 the static HTML, see magics.show_report), its tabs, the highlighted source, the drawn graph,
-the calling convention, the explorer. Screenshots in light and dark go to docs/screenshots/.
+the calling convention, the explorer. Screenshots in light and dark go to
+conftest.screenshots_dir() (docs/screenshots/ only when PRECOMPILE_NB_SCREENSHOTS asks).
 """
 from __future__ import annotations
 

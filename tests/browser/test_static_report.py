@@ -261,28 +261,37 @@ def transformer_page(browser_context: Any, tmp_path_factory: pytest.TempPathFact
     return _page_without_dot(data, tmp_path_factory.mktemp("big") / "big.html"), nodes
 
 
-def test_big_graph_searches_and_opens_a_module_within_a_second(transformer_page,
-                                                              browser_context):
+def _layouts(gx: Any) -> int:
+    """How many layouts the explorer has made (0 for dot's static picture)."""
+    return int(gx.get_attribute("data-pcnb-layouts") or 0)
+
+
+def test_big_graph_searches_without_a_layout_and_opens_a_module_with_one(transformer_page,
+                                                                         browser_context):
+    # the work done, not the time it took (timings: benchmarks/static_report_interaction.py)
     html, nodes = transformer_page
     assert len(nodes) > 1500
     page, report, gx, asked = _open_graph(browser_context, html)
     wait_drawn(gx)
+    first = _layouts(gx)
+    assert first == 1 and int(gx.get_attribute("data-pcnb-drawn")) <= 400 + 50
     hits = search(gx, "layers.7 softmax")
+    expected = [n["name"] for n in nodes if "model.layers.7" in n["module"]
+                and "softmax" in (n["name"] + n["target"]).lower()]
     assert hits and all(
         n["module"].startswith("model.layers.7") for n in nodes if n["name"] in hits)
-    assert float(gx.get_attribute("data-pcnb-search-ms")) < 1000
+    assert set(expected) <= set(hits)
+    assert _layouts(gx) == first, "a search laid the graph out again"
     # the hits inside collapsed modules mark their module's box
     assert gx.locator("svg g.pcnb-gx-match-in, svg g.pcnb-gx-match").count() > 0
     box = gx.locator("svg g[data-pcnb-module]").first
     module = box.get_attribute("data-pcnb-module")
-    t0 = page.evaluate("performance.now()")
     box.click()
     page.wait_for_function(
         "([el, m]) => el.getAttribute('data-pcnb-state') === 'ready' && "
         "el.querySelector(`g.cluster[data-pcnb-cluster=\"${m}\"]`)",
         arg=[gx.element_handle(), module])
-    took = page.evaluate("performance.now()") - t0
-    assert took < 1000, f"opening {module} took {took:.0f} ms"
+    assert _layouts(gx) == first + 1, "opening one module took more than one layout"
     drawn = int(gx.get_attribute("data-pcnb-drawn"))
     assert drawn <= 400 + 50, drawn  # other modules closed to stay near the budget
     # clicking the cluster closes it again

@@ -20,7 +20,9 @@ The contract (what "never silently wrong" means here). Every case ends in exactl
   loaded-code  a mutated python_code with cache=None loaded: python_code is code (invariant 7),
                an edited artifact is different code; not called.
 A callable from any other cache is "silently accepted corruption"; a result that differs from
-eager is "silently wrong"; both fail. So do a pickle call and a case over CASE_SECONDS.
+eager is "silently wrong"; both fail. So does a pickle call, and a case that hangs: past
+CASE_SECONDS * 3 faulthandler dumps the stacks and ends the child (no test bounds how long a
+case may take; the slowest is reported as max_case_seconds).
 """
 from __future__ import annotations
 
@@ -377,7 +379,6 @@ def check(case, outcomes: Counter, times: list[float]) -> None:
         faulthandler.cancel_dump_traceback_later()
         dt = time.perf_counter() - t0
         times.append(dt)
-        assert dt < CASE_SECONDS, f"{kind}: load took {dt:.1f} s"
 
 
 def main() -> None:

@@ -84,9 +84,8 @@ def assert_no_leak(what: str, m: dict[str, float]) -> None:
     assert m["rss_growth"] < RSS_BOUND
     assert m["gc_objects_growth"] < 500
     assert m["tracemalloc_growth"] < TRACED_BOUND
-    # no slow-down over time (a growing structure would show); min of 5 chunks vs noise
-    assert m["late_chunk_s"] < 2.0 * m["early_chunk_s"] + 0.05
-    assert m["us_per_call"] < 500  # generous: a shared 2-core box; ~30 us measured
+    # a structure that grows per call shows in the three growths above; the times are printed
+    # (no wall-clock bound: benchmarks/driver_overhead.py measures the per-call cost)
 
 
 @pytest.mark.parametrize("n_traced", [pytest.param(5_000, id="ci"),

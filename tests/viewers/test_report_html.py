@@ -321,3 +321,12 @@ def test_styles_follow_the_jupyterlab_dark_theme_and_the_os_preference(report_ea
     assert ".jp-Theme-dark .pcnb" in css
     assert "@media (prefers-color-scheme: dark)" in css
     assert "var(--jp-content-font-color1" in css  # follows the notebook's own colors
+
+
+def test_a_plain_tensor_output_reads_graph_output_without_empty_fields(report):
+    # the recorded outputs carry dtensor None (a plain tensor): nothing to say about it
+    data = with_changes(report, outputs=[{"kind": "graph", "index": 0, "dtensor": None},
+                                         {"kind": "graph", "index": 1, "dtensor": ""}])
+    summary = panel(render_report_html(data), "summary")
+    assert "graph output #0" in summary and "graph output #1" in summary
+    assert "dtensor=" not in summary

@@ -1,0 +1,164 @@
+"""The headline numbers, from the recorded results: one place the README and docs quote.
+
+usage: python benchmarks/headline.py [--check]
+
+Reads benchmarks/results/cpu/results.json (run.py), benchmarks/results/cuda_warm_load_gpt/
+results.json (warm_load.py --device cuda) and benchmarks/results/cpu_call_overhead.txt
+(driver_overhead.py), and writes docs/numbers.md. With --check it writes nothing and fails when
+docs/numbers.md differs from what it would write (run it after a new benchmark run).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+OUT = ROOT / "docs" / "numbers.md"
+WORKLOADS = ["tiny_mlp", "transformer_infer", "transformer_train", "cnn_bn_train"]
+
+
+def _s(x: float) -> str:
+    return f"{x:.3f} s" if x < 1 else f"{x:.2f} s" if x < 10 else f"{x:.1f} s"
+
+
+def _span(values: list[float]) -> str:
+    lo, hi = min(values), max(values)
+    return _s(lo) if _s(lo) == _s(hi) else f"{_s(lo)[:-2]}–{_s(hi)}"
+
+
+def cpu_rows() -> tuple[dict, list[tuple[str, str, str]]]:
+    data = json.loads((RESULTS / "cpu" / "results.json").read_text())
+    w = {k: data["workloads"][k]["measurements"] for k in WORKLOADS}
+
+    def each(mode: str, key: str) -> list[float]:
+        return [w[k][mode][key] for k in WORKLOADS]
+
+    def overhead(k: str, mode: str, call: str, graph: str) -> float:
+        st = w[k][mode]["steady"]
+        return (st[call]["min_s"] - st[graph]["min_s"]) * 1e6
+
+    src = "benchmarks/results/cpu/results.json"
+    ratio = [w[k]["nb_cold"]["precompile_s"] / w[k]["tc_cold"]["first_call_s"] for k in WORKLOADS]
+    steady = [w[k]["steady"]["steady"]["precompile_nb"]["min_s"]
+              / w[k]["steady"]["steady"]["torch.compile"]["min_s"] for k in WORKLOADS]
+    rows = [
+        ("fresh process: load with the cache + first call, precompile_nb",
+         _span(each("nb_load_cache", "total_s")), src),
+        ("fresh process: load with its cache + first call, torch 2.14.1's precompile",
+         _span(each("ref_load", "total_s")), src),
+        ("fresh process: torch.compile warm start (load_cache_artifacts + first call)",
+         _span(each("tc_warm", "total_s")), src),
+        ("cold precompile (Inductor, fresh process, after `import torch`), precompile_nb",
+         _span(each("nb_cold", "precompile_s")), src),
+        ("cold precompile, torch 2.14.1's precompile", _span(each("ref_cold", "precompile_s")),
+         src),
+        ("torch.compile cold first call (compile + run)", _span(each("tc_cold", "first_call_s")),
+         src),
+        ("precompile / torch.compile cold first call", ", ".join(f"{r:.3f}" for r in ratio)
+         + " (tiny MLP, transformer inference, transformer training, CNN+BN training)", src),
+        ("steady state / torch.compile (best round)", ", ".join(f"{r:.3f}" for r in steady), src),
+        ("driver overhead per call, tiny MLP: precompile_nb / torch 2.14.1",
+         f"{overhead('tiny_mlp', 'steady', 'precompile_nb', 'precompile_nb graph only'):.1f} µs"
+         f" / {overhead('tiny_mlp', 'ref_steady', 'reference', 'reference graph only'):.1f} µs",
+         src),
+        ("driver overhead per call, 2-layer transformer inference: precompile_nb / torch 2.14.1",
+         f"{overhead('transformer_infer', 'steady', 'precompile_nb', 'precompile_nb graph only'):.1f}"
+         f" µs / "
+         f"{overhead('transformer_infer', 'ref_steady', 'reference', 'reference graph only'):.1f}"
+         " µs", src),
+        ("`import torch` in a fresh process", _span(each("eager", "import_torch_s")), src),
+    ]
+    return data["meta"], rows
+
+
+def call_overhead_row() -> tuple[str, str, str]:
+    """The last driver_overhead.py block of cpu_call_overhead.txt (working tree, best)."""
+    text = (RESULTS / "cpu_call_overhead.txt").read_text()
+    found = re.findall(r"driver \(working tree\).*?overhead best\s+([\d.]+) µs\s+median\s+"
+                       r"([\d.]+) µs", text)
+    best, median = found[-1]
+    return ("driver overhead per call, tiny MLP, driver_overhead.py (best / median round)",
+            f"{best} µs / {median} µs", "benchmarks/results/cpu_call_overhead.txt")
+
+
+def gpu_rows() -> list[tuple[str, str, str]]:
+    data = json.loads((RESULTS / "cuda_warm_load_gpt" / "results.json").read_text())
+    runs = data["workloads"]["gpt_step"]["runs"]
+    med = {k: statistics.median(r["total_s"] for r in v) for k, v in runs.items()
+           if v and v[0].get("total_s") is not None}
+    src = "benchmarks/results/cuda_warm_load_gpt/results.json"
+    return [
+        ("GPT step, fresh process: load with the cache + first step, precompile_nb",
+         _s(med["nb_warm"]), src),
+        ("GPT step, fresh process: torch.compile warm start + first step", _s(med["tc_warm"]),
+         src),
+        ("GPT step, fresh process: eager's own first step", _s(med["eager"]), src),
+        ("GPT step, cold: precompile_nb precompile (autotuning every kernel)",
+         _s(med["nb_cold"]), src),
+        ("GPT step, cold: torch.compile compile + first step", _s(med["tc_cold"]), src),
+    ]
+
+
+def render() -> str:
+    meta, cpu = cpu_rows()
+    cpu.append(call_overhead_row())
+    lines = [
+        "# Headline numbers",
+        "",
+        "Written by `python benchmarks/headline.py` from the files in `benchmarks/results/`; do not",
+        "edit by hand. The README and the docs quote these values; each row names its file.",
+        "",
+        f"## CPU ({meta['machine']}, torch {meta['torch']}, reference torch {meta['ref_torch']}, "
+        f"{meta['date']})",
+        "",
+        "Every measurement in a fresh process with empty compiler caches. Spans are over the",
+        "four benchmark workloads (tiny MLP, 2-layer transformer inference and training step,",
+        "CNN + BatchNorm training step).",
+        "",
+        "| measurement | value | from |",
+        "| --- | --- | --- |",
+    ]
+    lines += [f"| {a} | {b} | `{c}` |" for a, b, c in cpu]
+    lines += [
+        "",
+        "## CUDA (one H200, torch 2.11, a GPT-style training step, medians)",
+        "",
+        "| measurement | value | from |",
+        "| --- | --- | --- |",
+    ]
+    lines += [f"| {a} | {b} | `{c}` |" for a, b, c in gpu_rows()]
+    lines += [
+        "",
+        "## Not in benchmarks/results/",
+        "",
+        "- How long an eager-backend precompile takes, and how long the first precompile in a",
+        "  fresh process takes apart from `import torch`: no recorded run measures them, so the",
+        "  docs give no number for them.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true")
+    args = ap.parse_args()
+    text = render()
+    if args.check:
+        if not OUT.exists() or OUT.read_text("utf-8") != text:
+            print(f"{OUT.relative_to(ROOT)} is out of date: run python benchmarks/headline.py",
+                  file=sys.stderr)
+            return 1
+        return 0
+    OUT.write_text(text, encoding="utf-8")
+    print(f"wrote {OUT.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

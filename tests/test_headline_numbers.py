@@ -1,0 +1,43 @@
+"""The headline numbers live in one place, docs/numbers.md, written from benchmarks/results/ by
+benchmarks/headline.py; the README and the docs quote the same values."""
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _headline():
+    spec = importlib.util.spec_from_file_location("headline", ROOT / "benchmarks" / "headline.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_numbers_page_is_what_the_results_files_say():
+    assert (ROOT / "docs" / "numbers.md").read_text("utf-8") == _headline().render(), \
+        "docs/numbers.md is out of date: run python benchmarks/headline.py"
+
+
+def test_readme_and_docs_quote_the_numbers_page():
+    numbers = (ROOT / "docs" / "numbers.md").read_text("utf-8")
+    # (as quoted, as numbers.md writes it): the README rounds the GPU times
+    quoted = {
+        "README.md": [("4.7 µs", "4.7 µs"), ("22.7 µs", "22.7 µs"), ("6.734", "6.734"),
+                      ("0.54 s", "0.539 s"), ("6.09 s", "6.09 s"), ("0.42 s", "0.419 s")],
+        "docs/differences.md": [(v, v) for v in (
+            "16.2–20.8 s", "0.099–0.215 s", "22.7 µs", "4.7 µs", "6.734", "17.4–24.8 s",
+            "30.7 µs", "100.7 µs")],
+        "docs/programming-model.md": [("4.7 µs", "4.7 µs"), ("30.7 µs", "30.7 µs")],
+    }
+    for name, values in quoted.items():
+        text = (ROOT / name).read_text("utf-8")
+        for as_quoted, in_numbers in values:
+            assert as_quoted in text, f"{name} no longer quotes {as_quoted}"
+            assert in_numbers in numbers, f"docs/numbers.md has no {in_numbers}"
+    # the numbers of an older run, contradicted by the results files, are gone
+    for name in ("README.md", "docs/differences.md", "docs/programming-model.md"):
+        text = (ROOT / name).read_text("utf-8")
+        for stale in ("59.0 µs", "6.9 µs", "2.46-3.71 s", "28.9-33.3 s", "40.4 µs"):
+            assert stale not in text, f"{name} still says {stale}"
