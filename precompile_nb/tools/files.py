@@ -9,10 +9,11 @@ the seed's `precompile(fn, *inputs) -> (python_code, cache)` / `precompile.load(
         loss = f(model, x)
 
 How `load` tells its two shapes apart (Note [load of files or of text]): python_code is always
-many lines (it opens with its header comment), a path never holds a newline. So a `str` with a
-newline is python_code and its partner is the cache's bytes (or None); an `os.PathLike`, or a
-`str` without one, is the artifact's path and its partner is the cache's path (or None). Any
-other mix is a PrecompileError that says which shape to use.
+many lines (it opens with its header comment), a path never holds a newline. An `os.PathLike`
+is the artifact's path; so is a `str` without a newline whose partner is a path too (or that
+names an existing file); its partner is the cache's path (or None). Any other `str` is
+python_code, and its partner is the cache's bytes (or None). A mix (python_code with a cache
+path, an artifact path with cache bytes) is a PrecompileError that says which shape to use.
 
 A capture takes exactly one call (a make_fx trace records one execution), runs the freshly
 loaded artifact on that call's real inputs and returns its result, and writes the pair when its
@@ -180,7 +181,7 @@ def load(artifact: Any, cache: Any = None) -> Any:
     """precompile.load in both shapes (Note [load of files or of text] in the module
     docstring): (python_code, cache bytes) -> the callable; (artifact path, cache path) -> a
     PrecompiledRunnable."""
-    if isinstance(artifact, str) and "\n" in artifact:
+    if isinstance(artifact, str) and not _names_a_file(artifact, cache):
         if isinstance(cache, (str, os.PathLike)):
             raise _wrong_mix("python_code text with a cache path", str(cache))
         return load_text(artifact, cache)
@@ -189,6 +190,14 @@ def load(artifact: Any, cache: Any = None) -> Any:
     if cache is not None and not isinstance(cache, (str, os.PathLike)):
         raise _wrong_mix("an artifact path with cache bytes", str(artifact))
     return _load_files(Path(artifact), None if cache is None else Path(cache))
+
+
+def _names_a_file(artifact: str, cache: Any) -> bool:
+    """A str is the artifact's path when it has no newline and either its partner is a path
+    too or a file of that name exists; anything else is python_code text."""
+    if "\n" in artifact or not artifact:
+        return False
+    return isinstance(cache, (str, os.PathLike)) or os.path.isfile(artifact)
 
 
 def _load_files(artifact_path: Path, cache_path: Path | None) -> PrecompiledRunnable:

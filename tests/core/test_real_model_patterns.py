@@ -133,3 +133,51 @@ def test_the_users_own_exception_reaches_them_as_it_is_with_the_model_as_it_was(
         precompile(step, m, torch.randn(8, 4), backend="eager")
     assert torch.equal(m.running_mean, before)
     assert m.num_batches_tracked.item() == 0
+
+
+class LayerDrop(nn.Module):
+    """LayerDrop as transformers' older encoders write it: a Python branch on a random draw."""
+
+    def __init__(self, p):
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(8, 8) for _ in range(2))
+        self.p = p
+
+    def forward(self, x):
+        for layer in self.layers:
+            if self.training and torch.rand([]) < self.p:
+                continue
+            x = layer(x)
+        return x
+
+
+def _drop_step(m, x):
+    loss = m(x).square().mean()
+    loss.backward()
+    return loss
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_a_layer_drop_of_zero_is_captured_and_draws_as_eager_does(backend):
+    m, x = LayerDrop(0.0).train(), torch.randn(2, 8)
+    f = _load(_drop_step, m, x, backend=backend)
+    torch.manual_seed(1)
+    loss = f(m, x)
+    after = torch.rand(3)
+    grads = [p.grad.clone() for p in m.parameters()]
+    m.zero_grad()
+    torch.manual_seed(1)
+    torch.testing.assert_close(loss, _drop_step(m, x))
+    for p, g in zip(m.parameters(), grads):
+        torch.testing.assert_close(p.grad, g)
+    if backend == "eager":  # one draw per layer, as eager (Inductor seeds its own draws)
+        assert torch.equal(after, torch.rand(3))
+
+
+def test_a_layer_drop_a_draw_can_change_is_refused_naming_the_probability():
+    with pytest.raises(PrecompileError) as e:
+        precompile(_drop_step, LayerDrop(0.1).train(), torch.randn(2, 8), backend="eager")
+    assert e.value.invariant == 3
+    assert "torch.rand([]) < self.p" in e.value.where
+    assert "layer-drop probability to 0" in e.value.hint

@@ -45,6 +45,7 @@ from .tracing import (  # noqa: F401 - the door re-exports
     condition_source,
     data_dependent_errors,
     data_parallel_wrapper,
+    decided_random_draws,
     dim_marks,
     dtensor_from_local,
     dtensor_local,

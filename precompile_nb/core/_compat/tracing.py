@@ -234,6 +234,64 @@ def tracing_as_a_compiler() -> Iterator[None]:
             setattr(torch.compiler, f, v)
 
 
+# Note [decided random draws]
+#   LayerDrop, as transformers and fairseq write it, draws one uniform number and branches on
+#   it in Python: `if torch.rand([]) < self.layerdrop: skip the layer`. A Python branch on a
+#   tensor is data-dependent (invariant 3), and torch.compile only runs it by breaking the
+#   graph. But a draw of torch.rand lies in [0, 1): against a bound outside that interval
+#   the comparison has one answer for every draw (layerdrop = 0.0, the default of most
+#   configs, never skips). So while capture traces, a comparison of a one-element
+#   torch.rand draw with a Python number that decides it is answered with that Python bool.
+#   The draw itself stays in the graph: the eager backend advances the generator exactly as
+#   eager does; Inductor draws its random numbers from seeds of its own, as torch.compile
+#   does. Any other comparison (layerdrop = 0.1) stays data-dependent and is refused.
+# `draw < p` reaches a torch function mode as TensorBase.lt (2.13, 2.15), `torch.lt(draw, p)`
+# as torch.lt; `p > draw` is draw.lt(p)
+_UNIFORM_CMP = {getattr(owner, name): name for name in ("lt", "le", "gt", "ge")
+                for owner in (torch.Tensor, torch)}
+_UNIFORM_CMP.update({getattr(torch.Tensor, f"__{name}__"): name
+                     for name in ("lt", "le", "gt", "ge")})
+
+
+def _decide_uniform(op: str, bound: float) -> bool | None:
+    """`u OP bound` for every u in [0, 1), or None where draws differ."""
+    if op in ("lt", "le"):
+        return True if bound >= 1 else False if (bound <= 0 if op == "lt" else bound < 0) \
+            else None
+    return False if bound >= 1 else True if (bound < 0 if op == "gt" else bound <= 0) else None
+
+
+class _DecidedDraws(torch.overrides.TorchFunctionMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.draws: dict[int, Any] = {}  # id -> weakref of a one-element torch.rand result
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        op = _UNIFORM_CMP.get(func)
+        if op is not None and len(args) == 2 and isinstance(args[1], (int, float)) \
+                and not isinstance(args[1], bool) and self._is_draw(args[0]):
+            decided = _decide_uniform(op, float(args[1]))
+            if decided is not None:
+                return decided
+        out = func(*args, **kwargs)
+        if func is torch.rand and isinstance(out, torch.Tensor) and out.numel() == 1:
+            import weakref
+
+            self.draws[id(out)] = weakref.ref(out)
+        return out
+
+    def _is_draw(self, t: Any) -> bool:
+        ref = self.draws.get(id(t)) if isinstance(t, torch.Tensor) else None
+        return ref is not None and ref() is t
+
+
+def decided_random_draws() -> contextlib.AbstractContextManager:
+    """While capture traces: comparisons a torch.rand draw cannot change are answered
+    (Note [decided random draws])."""
+    return _DecidedDraws()
+
+
 @contextlib.contextmanager
 def preserved_rng_state() -> Iterator[None]:
     """Fake tracing of random ops advances the real generators (seen on 2.13): capture must

@@ -395,7 +395,8 @@ def _make_flat_fn(fn: Callable, example_inputs: Sequence[Any], L: _Lifted,
                 else:
                     args.append(data)
             versions = [t._version for t in ts]
-            out = fn(*args)
+            with _compat.decided_random_draws():  # Note [decided random draws]
+                out = fn(*args)
         named, spec = _named_leaves(out, "fn's result")
         tensor_outs, out_leaves, aliases = [], [], []
         keys = [_compat.storage_key(t) for t in ts]

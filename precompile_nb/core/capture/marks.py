@@ -83,9 +83,7 @@ def _data_dependent_error(e: BaseException, fn: Callable, symbols: dict[str, tup
         where=user_frame(e.__traceback__) or "inside fn",
         expected="control flow and shapes fixed by the example inputs",
         actual=f"{type(e).__name__}: {str(e).splitlines()[0]}",
-        hint="keep .item(), .tolist(), bool(tensor) and data-dependent shapes out of "
-             "fn: compute with tensors (torch.where instead of if), or do the "
-             "data-dependent part outside the precompiled computation",
+        hint=_data_dependent_fix(user_frame(e.__traceback__)),
         extra={"source": user_frame(e.__traceback__)}))
 
 
@@ -132,3 +130,16 @@ def _check_marks(t: torch.Tensor, where: str, kind: str, marks: _compat.DimMarks
             expected="a dense layout: contiguous, channels_last, or a permutation such as .t()",
             actual=f"stride={list(t.stride())} for shape={list(t.shape)}",
             hint=f"pass {where}.contiguous() as the example (and at every call)"))
+
+
+def _data_dependent_fix(line: str | None) -> str:
+    """What to do about a data-dependent branch; for a random draw in a Python `if` (LayerDrop:
+    `if torch.rand([]) < p`), how to turn it off for the precompiled step."""
+    fix = ("keep .item(), .tolist(), bool(tensor) and data-dependent shapes out of fn: compute "
+           "with tensors (torch.where instead of if), or do the data-dependent part outside "
+           "the precompiled computation")
+    if line and ("rand" in line or "drop" in line.lower()):
+        return ("a random draw decides a Python branch (LayerDrop): set the layer-drop "
+                "probability to 0 (e.g. config.layerdrop = 0.0; with 0 the branch is decided "
+                "and captured) or precompile the model in eval(); otherwise " + fix)
+    return fix
