@@ -17,10 +17,11 @@ path, an artifact path with cache bytes) is a PrecompileError that says which sh
 
 A capture takes exactly one call (a make_fx trace records one execution), runs the freshly
 loaded artifact on that call's real inputs and returns its result, and writes the pair when its
-block exits cleanly; a block that raised writes nothing. Files are written each to a temporary
-file in its own directory and moved into place, the cache (the commit record: its tag names the
-python_code it belongs to) first, so a failure before the move keeps the previous pair whole, and
-a pair torn by a crash between the two moves is refused by load's code_hash check (invariant 7).
+block exits cleanly; a block that raised writes nothing. Both files are written to temporary
+files beside their targets first, then moved into place, the cache (the commit record: its tag
+names the python_code it belongs to) first; a failure before the moves, or of the second move
+(the previous cache is put back), keeps the previous pair whole, and a pair torn by a crash
+between the two moves is refused by load's code_hash check (invariant 7).
 In one directory as NAME.py + NAME.cache the pair goes through save_pair, which also completes a
 torn save (see store.py).
 """
@@ -125,10 +126,28 @@ def write_pair(artifact_path: Path, cache_path: Path, python_code: str, cache: b
     if name and cache_path == artifact_path.with_name(f"{name}.cache"):
         save_pair(artifact_path.parent, name, python_code, cache)
         return
-    for path, data in ((cache_path, bytes(cache)), (artifact_path, python_code.encode())):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = _cache.write_temp(path.parent, f".{path.name}.", data, fsync=True)
-        os.replace(tmp, path)
+    temps = []
+    try:
+        for path, data in ((cache_path, bytes(cache)), (artifact_path, python_code.encode())):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            temps.append(_cache.write_temp(path.parent, f".{path.name}.", data, fsync=True))
+        previous = _cache.write_temp(cache_path.parent, f".{cache_path.name}.old.",
+                                     cache_path.read_bytes()) if cache_path.exists() else None
+        os.replace(temps[0], cache_path)  # the commit point
+        try:
+            os.replace(temps[1], artifact_path)
+        except OSError:  # the previous pair back whole: its cache again beside its code
+            if previous is not None:
+                os.replace(previous, cache_path)
+                previous = None
+            raise
+        finally:
+            if previous is not None:
+                os.unlink(previous)
+    finally:
+        for tmp in temps:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
 
 
 def capture(fn: Callable, /, *, artifact_path: PathLike, cache_path: PathLike,

@@ -137,3 +137,30 @@ def test_the_pair_reloads_in_a_fresh_process_on_the_warm_path(inductor_files):
     assert r.returncode == 0, r.stderr[-2000:]
     got = json.loads(r.stdout.strip().splitlines()[-1])
     assert got == {"path": "warm", "match": True, "inductor": False}
+
+
+def test_a_failed_write_keeps_the_previous_pair_whole(tmp_path, monkeypatch):
+    from precompile_nb.tools import files
+
+    m, x = _example()
+    art, cache = tmp_path / "a.py", tmp_path / "c" / "a.bin"
+    with precompile.capture(predict, artifact_path=art, cache_path=cache,
+                            backend="eager") as cap:
+        cap(m, x)
+    before = art.read_text(), cache.read_bytes()
+    real_replace = os.replace
+
+    def fail_on_the_code(src, dst):
+        if str(dst) == str(art):
+            raise OSError("disk full")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(files.os, "replace", fail_on_the_code)
+    with pytest.raises(OSError, match="disk full"):
+        with precompile.capture(lambda m, x: m(x) * 3, artifact_path=art, cache_path=cache,
+                                backend="eager") as cap:
+            cap(m, x)
+    assert (art.read_text(), cache.read_bytes()) == before
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["a.bin", "a.py", "c"]  # no temp left
+    f = precompile.load(art, cache)
+    torch.testing.assert_close(f(m, x), predict(m, x))

@@ -1,4 +1,4 @@
-"""Which graph nodes each kernel computes (Note [kernel provenance] in core/lower.py): the
+"""Which graph nodes each kernel computes (Note [kernel provenance] in core/kernels.py): the
 Kernels tab and the graph's kernel links show exactly these, so they must be exact on CPU,
 where Inductor writes no comment above its C++ kernels."""
 from __future__ import annotations

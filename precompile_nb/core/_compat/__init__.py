@@ -1,7 +1,8 @@
 """The one door to torch internals.
 
 Every private torch API precompile_nb uses, and every torch-version branch, lives here with a
-comment naming the versions it was checked on (2.11 on the GPU machine, 2.13 in CI, 2.14).
+comment naming the versions it was checked on (2.11 on the GPU machine, 2.13 in CI, 2.14,
+2.15 on CPU).
 Nothing here patches torch globally; what must be patched is patched inside a context manager
 and restored.
 
@@ -38,7 +39,10 @@ from .inductor import (  # noqa: F401 - the door re-exports
     triton_launch_records,
 )
 from .tracing import (  # noqa: F401 - the door re-exports
+    ambient_trace,
+    is_nested,
     DimMarks,
+    assume,
     autocast_enabled_devices,
     backward_op_origins,
     condition_at,
@@ -59,6 +63,7 @@ from .tracing import (  # noqa: F401 - the door re-exports
     is_collective,
     is_dtensor,
     is_tensor_subclass,
+    lowering_guard_condition,
     make_fx_trace,
     mark_dynamic,
     mark_unbacked,

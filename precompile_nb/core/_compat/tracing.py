@@ -28,7 +28,7 @@ def make_fx_trace(fn: Callable, inputs: Sequence[Any], *, decompositions, fake_m
         fn._orig_mod = root  # type: ignore[attr-defined]
     tracer = _make_fx(
         fn,
-        decomposition_table=decompositions,
+        decomposition_table=_explicit_table(decompositions),
         tracing_mode="fake" if fake_mode is None else "real",
         _allow_non_fake_inputs=True,
         record_module_stack=True,
@@ -38,6 +38,15 @@ def make_fx_trace(fn: Callable, inputs: Sequence[Any], *, decompositions, fake_m
         return tracer(*inputs)
     with fake_mode:
         return tracer(*inputs)
+
+
+def _explicit_table(decompositions: dict | None) -> dict:
+    """make_fx's decomposition_table, never None. 2.15 injects its own aten.detach ->
+    aten.alias decomposition into a post-dispatch trace given no table at all (an explicit
+    one, even empty, opts out), so every fn's .detach() became a dead aten.alias node that
+    _drop_detach does not know and that no kernel computes; 2.11-2.14 treat None and {} the
+    same."""
+    return {} if decompositions is None else decompositions
 
 
 @contextlib.contextmanager
@@ -141,6 +150,32 @@ def guard_condition(e: BaseException) -> Any:
     return getattr(e, "cond", None)
 
 
+def lowering_guard_condition(e: BaseException) -> Any:
+    """guard_condition of the error Inductor's lowering raised: InductorError keeps the
+    LoweringException as inner_exception, which is raised `from None` in the handler of the
+    guard error, so that one is its __context__ (2.13-2.15)."""
+    seen = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if guard_condition(e) is not None:
+            return guard_condition(e)
+        e = getattr(e, "inner_exception", None) or e.__cause__ or e.__context__
+    return None
+
+
+def assume(fake_inputs: Sequence[Any], sizes: dict[str, Any], expr: str) -> None:
+    """Make the ShapeEnv of `fake_inputs` know that `expr` (over the symbol names in `sizes`,
+    symbol name -> its SymInt) holds, as fake_with_unbacked does with its assumptions."""
+    from torch._guards import detect_fake_mode
+
+    mode = detect_fake_mode([t for t in fake_inputs if isinstance(t, torch.Tensor)])
+    # the printer writes sympy's Max/Min as max/min (the driver's guard names): symbolic here
+    fns = {"__builtins__": {}, "max": torch.sym_max, "min": torch.sym_min, "abs": abs}
+    with mode:
+        holds = eval(expr, fns, dict(sizes))  # noqa: S307 - ours
+        torch._check(holds != 0 if isinstance(holds, (int, torch.SymInt)) else holds)
+
+
 def condition_source(cond: Any, holds: bool = True) -> str:
     """A sympy condition (or its negation) as a Python expression over its symbol names:
     "u0 <= 880801", "(2048*u0) != 0" (no `not`: a symbolic bool has no Python truth value)."""
@@ -205,6 +240,26 @@ def no_autocast() -> contextlib.ExitStack:
     for d in autocast_enabled_devices():
         stack.enter_context(torch.autocast(d, enabled=False))
     return stack
+
+
+def ambient_trace() -> str | None:
+    """What is tracing around this call, or None: a dispatch mode of a trace on the stack
+    (FakeTensorMode, make_fx's proxy mode: 2.11-2.15, torch.utils._python_dispatch), or
+    Dynamo compiling (torch.compiler.is_compiling)."""
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
+    for mode in _get_current_dispatch_mode_stack():
+        name = type(mode).__name__
+        if name in ("FakeTensorMode", "ProxyTorchDispatchMode", "FunctionalTensorMode"):
+            return name
+    if torch.compiler.is_compiling():
+        return "torch.compile (or another precompile) is tracing"
+    return None
+
+
+def is_nested(t: torch.Tensor) -> bool:
+    """A nested tensor, strided or jagged (2.11-2.15: Tensor.is_nested)."""
+    return bool(getattr(t, "is_nested", False))
 
 
 # Note [tracing as a compiler]
@@ -323,7 +378,8 @@ def functionalize(gm: torch.fx.GraphModule, fake_inputs: Sequence[Any]
     fake_mode = detect_fake_mode(fake_inputs)
     with fake_mode:
         # inputs are already fake: trace with them as they are (keeps unbacked sizes)
-        return _make_fx(fn, tracing_mode="real", _allow_non_fake_inputs=True)(*fake_inputs)
+        return _make_fx(fn, decomposition_table=_explicit_table(None), tracing_mode="real",
+                        _allow_non_fake_inputs=True)(*fake_inputs)
 
 
 def mark_unbacked(t: torch.Tensor, dim: int) -> None:

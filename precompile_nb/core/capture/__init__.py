@@ -71,6 +71,13 @@ def capture(fn: Callable, example_inputs: Sequence[Any], *,
             actual=f"enabled for {ambient}",
             hint="put the `with torch.autocast(...)` inside fn so it is part of the captured "
                  "computation, and call precompile outside it"))
+    if around := _compat.ambient_trace():
+        raise PrecompileError(
+            "precompile was called inside another trace", invariant=4, stage="capture",
+            where="the caller of precompile", expected="precompile called from eager code",
+            actual=f"{around} is active",
+            hint="call precompile (and the loaded artifact's first call) outside torch.compile, "
+                 "make_fx and FakeTensorMode; a loaded artifact can be called from traced code")
     names = _arg_names(fn, len(example_inputs))
     lifted = _lift(example_inputs, names, P)
 

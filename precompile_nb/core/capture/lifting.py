@@ -148,6 +148,13 @@ def _module_args(example_inputs: Sequence[Any], names: list[str]) -> dict[str, t
 
 def _tensor_spec(t: torch.Tensor, where: str, kind: str, arg: int,
                  P: Problems) -> TensorInput:
+    if _compat.is_nested(t):
+        P.add(PrecompileError(
+            f"{where} is a nested tensor, which the artifact does not carry", invariant=6,
+            stage="capture", where=where, expected="dense tensors (or DTensors)",
+            actual=f"nested tensor ({t.layout})",
+            hint="pass the padded tensor (t.to_padded_tensor(0)) with a mask or the lengths, "
+                 "or its components as a list of tensors"))
     marks = _compat.dim_marks(t)
     _check_marks(t, where, kind, marks, P)
     dynamic = {**marks.unbacked, **marks.dynamic} if kind == "input" else {}
