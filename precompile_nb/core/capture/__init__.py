@@ -64,20 +64,7 @@ def capture(fn: Callable, example_inputs: Sequence[Any], *,
     P = problems or Problems()
     if not callable(fn):
         raise TypeError(f"precompile: fn must be callable, got {type(fn).__name__}")
-    if ambient := _compat.autocast_enabled_devices():
-        P.add(PrecompileError(
-            "precompile was called under torch.autocast", invariant=6, stage="capture",
-            where="ambient autocast", expected="autocast disabled around precompile",
-            actual=f"enabled for {ambient}",
-            hint="put the `with torch.autocast(...)` inside fn so it is part of the captured "
-                 "computation, and call precompile outside it"))
-    if around := _compat.ambient_trace():
-        raise PrecompileError(
-            "precompile was called inside another trace", invariant=4, stage="capture",
-            where="the caller of precompile", expected="precompile called from eager code",
-            actual=f"{around} is active",
-            hint="call precompile (and the loaded artifact's first call) outside torch.compile, "
-                 "make_fx and FakeTensorMode; a loaded artifact can be called from traced code")
+    _refuse_ambient(P)
     names = _arg_names(fn, len(example_inputs))
     lifted = _lift(example_inputs, names, P)
 
@@ -113,6 +100,25 @@ def capture(fn: Callable, example_inputs: Sequence[Any], *,
     )
     return dataclasses.replace(captured, nodes=graph_nodes(captured),
                                seconds=time.perf_counter() - t0)
+
+
+def _refuse_ambient(P: Problems) -> None:
+    """What is around the call of precompile that capture cannot honour: an ambient
+    autocast (invariant 6), another trace running (invariant 4)."""
+    if ambient := _compat.autocast_enabled_devices():
+        P.add(PrecompileError(
+            "precompile was called under torch.autocast", invariant=6, stage="capture",
+            where="ambient autocast", expected="autocast disabled around precompile",
+            actual=f"enabled for {ambient}",
+            hint="put the `with torch.autocast(...)` inside fn so it is part of the captured "
+                 "computation, and call precompile outside it"))
+    if around := _compat.ambient_trace():
+        raise PrecompileError(
+            "precompile was called inside another trace", invariant=4, stage="capture",
+            where="the caller of precompile", expected="precompile called from eager code",
+            actual=f"{around} is active",
+            hint="call precompile from eager code, outside torch.compile, make_fx and "
+                 "FakeTensorMode")
 
 
 def _convention(fn: Callable, lifted: _Lifted, constants: list, state: dict[str, Any],
