@@ -15,8 +15,8 @@ Workloads (every fn takes the model first, then tensors, all positional):
   sum), `.backward()`, returns the loss. Under `torch.autocast("cuda", torch.bfloat16)` inside
   fn when the inputs are on CUDA; no autocast on CPU.
 
-Determinism: every dropout / drop-path / layerdrop probability of every config is set to 0 (and
-wav2vec2's SpecAugment masking is off), so a training step is a deterministic function of the
+Determinism: every dropout / drop-path / layerdrop probability of every config, and the p of
+every nn.Dropout module, is set to 0 (and wav2vec2's SpecAugment masking is off), so a training step is a deterministic function of the
 weights and inputs and precompile, torch.compile and eager compute the same thing.
 
 Models are built with `torch.manual_seed(0)` and inputs with a generator seeded 1, so every
@@ -573,9 +573,19 @@ register("tv_lraspp", "segmentation")(_tv(
 WORKLOADS = ("infer", "train")
 
 
+def zero_dropout_modules(model: torch.nn.Module) -> torch.nn.Module:
+    """p = 0 on every nn.Dropout* module (torchvision's MobileNetV3 classifier and DeepLabV3's
+    ASPP have fixed ones that no constructor argument reaches)."""
+    for mod in model.modules():
+        if isinstance(mod, torch.nn.modules.dropout._DropoutNd):
+            mod.p = 0.0
+    return model
+
+
 def build(name: str, size: str, device: str) -> Spec:
     if name not in REGISTRY:
         raise KeyError(f"unknown zoo model {name!r}; known: {', '.join(REGISTRY)}")
     spec = REGISTRY[name](size, device)
     spec.family = FAMILY[name]
+    zero_dropout_modules(spec.model)
     return spec

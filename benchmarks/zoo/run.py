@@ -165,8 +165,12 @@ def fake_leaks(model) -> list[str]:
 
 
 def _err(e: BaseException, stage: str) -> dict:
-    first = (str(e).strip().splitlines() or [""])[0][:300]
-    return {"status": "error", "error_type": type(e).__name__, "error": first,
+    lines = str(e).strip().splitlines() or [""]
+    # a PrecompileError's first line says what; its "actual:" / "where:" lines say why
+    detail = {k: ln.split(":", 1)[1].strip()[:300] for ln in lines[1:]
+              for k in ("actual", "where") if ln.strip().startswith(k + ":")}
+    return {"status": "error", "error_type": type(e).__name__, "error": lines[0][:300],
+            "error_actual": detail.get("actual"), "error_where": detail.get("where"),
             "error_stage": stage, "traceback": traceback.format_exc()[-6000:]}
 
 
@@ -319,9 +323,13 @@ def run_case(a, model: str, workload: str, out: Path, cache_base: Path) -> dict:
         "PYTHONPATH", "").split(os.pathsep) if p])
     row = {"model": model, "workload": workload, "backend": a.backend, "device": a.device,
            "size": a.size}
-    env_nb = {**env, "TORCHINDUCTOR_CACHE_DIR": str(cache_base / tag / "nb")}
+    if a.shared_cache:  # every case compiles into one dir: faster, but no cold numbers
+        tag_dir = cache_base
+    else:
+        tag_dir = cache_base / tag
+    env_nb = {**env, "TORCHINDUCTOR_CACHE_DIR": str(tag_dir / "nb")}
     row.update(_run_phase(a, model, workload, "main", work, env_nb))
-    env_tc = {**env, "TORCHINDUCTOR_CACHE_DIR": str(cache_base / tag / "tc")}
+    env_tc = {**env, "TORCHINDUCTOR_CACHE_DIR": str(tag_dir / "tc")}
     if a.compile_baseline:
         row.update(_run_phase(a, model, workload, "tc", work, env_tc))
     if a.warm:
@@ -397,7 +405,13 @@ def _short(r: dict | None) -> str:
     if r.get("status") == "ok":
         s = _status(r)
         return s if s != "ok" else f"ok ({_fmt_e(r.get('rel_err'))})"
-    return f"{r.get('error_type')} ({r.get('error_stage')})"
+    actual = r.get("error_actual")
+    if not actual:  # rows written before error_actual existed: the traceback's last one
+        found = [ln.split(":", 1)[1].strip() for ln in str(r.get("traceback", "")).splitlines()
+                 if ln.strip().startswith("actual:")]
+        actual = found[-1] if found else None
+    msg = str(actual or r.get("error", ""))[:80].replace("|", "\\|")
+    return f"{r.get('error_type')} ({r.get('error_stage')}): {msg}"
 
 
 def render_grid(rows: list[dict]) -> str:
@@ -433,6 +447,9 @@ def main(argv=None) -> None:
     p.add_argument("--rounds", type=int, default=5, help="steady-state calls (0: skip)")
     p.add_argument("--no-compile-baseline", dest="compile_baseline", action="store_false")
     p.add_argument("--no-warm", dest="warm", action="store_false")
+    p.add_argument("--shared-cache", action="store_true",
+                   help="one TORCHINDUCTOR_CACHE_DIR for all cases (correctness runs: faster "
+                        "on few cores; the cold times are then not cold)")
     p.add_argument("--merge", nargs="+", default=None,
                    help="only merge the results.json of these dirs into OUT")
     for k in ("phase", "model", "workload", "work", "result"):
@@ -446,9 +463,11 @@ def main(argv=None) -> None:
         p.error("--out is required")
     out = Path(a.out)
     if a.merge:
-        rows = []
+        keyed: dict = {}  # a later dir's row replaces an earlier one of the same case
         for d in a.merge:
-            rows += json.loads((Path(d) / "results.json").read_text())
+            for r in json.loads((Path(d) / "results.json").read_text()):
+                keyed[(r["model"], r["workload"], r["backend"], r["device"], r["size"])] = r
+        rows = list(keyed.values())
         from benchmarks.zoo.models import REGISTRY
         order = {m: i for i, m in enumerate(REGISTRY)}
         rows.sort(key=lambda r: (order.get(r["model"], 99), r["model"], r["workload"],
@@ -462,7 +481,7 @@ def main(argv=None) -> None:
     models = [m for m in a.models.split(",") if m] or list(REGISTRY)
     workloads = [w for w in a.workloads.split(",") if w]
     cache_base = Path(os.environ.get("TORCHINDUCTOR_CACHE_DIR", "/tmp/zoo_inductor")) / (
-        f"zoo-{a.device}-{a.backend}-{a.size}-{int(time.time())}")
+        "shared" if a.shared_cache else f"zoo-{a.device}-{a.backend}-{a.size}-{int(time.time())}")
     rows = []
     for m in models:
         for w in workloads:

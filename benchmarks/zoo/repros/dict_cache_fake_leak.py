@@ -25,3 +25,13 @@ with torch.no_grad():
 print("left in the model:", {k: type(v).__name__ for k, v in m._cache.items()})
 with torch.no_grad():
     print(m(x).sum())  # eager use of the same model after precompile
+
+# the other order: the cache already holds a real tensor when precompile runs
+m2 = Rotary()
+with torch.no_grad():
+    m2(x)  # fills m2._cache[4] with a real tensor
+    try:
+        precompile(lambda m, x: m(x), m2, x, backend="eager")
+        print("pre-filled cache: precompiled")
+    except Exception as e:  # noqa: BLE001
+        print("pre-filled cache:", type(e).__name__, "|", " | ".join(str(e).splitlines()[:6]))
