@@ -45,6 +45,8 @@ def install() -> bool:
     try:
         import torchvision.extension as _ext  # noqa: F401  (loads _C if it can)
         # importing torchvision.extension imports torchvision/__init__ first, which is what fails
+    except ImportError:
+        return False  # no torchvision at all: nothing to shim
     except RuntimeError:
         pass
     if hasattr(torch.ops, "torchvision") and _has("nms"):

@@ -16,8 +16,9 @@ Workloads (every fn takes the model first, then tensors, all positional):
   fn when the inputs are on CUDA; no autocast on CPU.
 
 Determinism: every dropout / drop-path / layerdrop probability of every config, and the p of
-every nn.Dropout module, is set to 0 (and wav2vec2's SpecAugment masking is off), so a training step is a deterministic function of the
-weights and inputs and precompile, torch.compile and eager compute the same thing.
+every nn.Dropout module, is set to 0 (and wav2vec2's SpecAugment masking is off), so a training
+step is a deterministic function of the weights and inputs, and precompile, torch.compile and
+eager compute the same thing (no RNG reset is needed or done).
 
 Models are built with `torch.manual_seed(0)` and inputs with a generator seeded 1, so every
 process (eager, precompile, torch.compile, the warm loads) builds the same model and inputs.
