@@ -1,0 +1,510 @@
+"""Run the zoo: every (model, workload) case in fresh subprocesses, one JSON row per case, then
+one table (OUT/results.md) and OUT/results.json.
+
+    python benchmarks/zoo/run.py --device cpu --backend inductor --size tiny --out /tmp/zoo_cpu
+    python benchmarks/zoo/run.py --device cpu --backend eager --no-compile-baseline --no-warm \
+        --models gpt2,bert --out /tmp/zoo_quick
+    python benchmarks/zoo/run.py --merge /tmp/zoo_a /tmp/zoo_b --out /tmp/zoo_all   # one table
+
+Phases of one case, each its own process (so a crash or hang of one never stops the run):
+  main    eager reference; precompile (timed); save_pair; load; call; relative error vs eager;
+          steady time per call, eager vs precompile (interleaved medians)
+  tc      (not with --no-compile-baseline) torch.compile(fn, backend=BACKEND) cold: compile +
+          first call (timed), relative error vs eager, steady time vs eager
+  nbwarm  (not with --no-warm) fresh process: precompile.load(code, cache) + first call
+  tcwarm  (not with --no-warm) fresh process, same TORCHINDUCTOR_CACHE_DIR as `tc`:
+          torch.compile + first call
+Each case gets its own TORCHINDUCTOR_CACHE_DIR (under $TORCHINDUCTOR_CACHE_DIR, default
+/tmp/zoo_inductor) so every cold number is cold.
+
+Relative error = max over output leaves (infer) or over the loss and every parameter's .grad
+(train) of ||a - b|| / ||b||, b = eager, with ||b|| floored at 1e-3 x the largest leaf's norm
+(a gradient that is mathematically zero, like an attention key bias's, is rounding noise in
+eager; the unfloored value is rel_err_raw in results.json). Inputs and weights come from fixed seeds (models.py)
+and every dropout is 0, so the RNG plays no part.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+TOL = {"infer": 1e-3, "train": 1e-2, "infer_cache": 1e-3}
+
+
+# ============================================================== inside a case process
+
+def _sync(device: str) -> None:
+    import torch
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def _grad_ctx(workload: str):
+    import torch
+    # inference runs under no_grad for every system alike (capture included)
+    return torch.no_grad() if workload != "train" else contextlib.nullcontext()
+
+
+def _setup(a):
+    import torch
+    if a.device == "cpu":
+        torch.set_num_threads(a.threads)
+    from benchmarks.zoo import models as Z
+    spec = Z.build(a.model, a.size, a.device)
+    if a.workload not in spec.fns:
+        raise KeyError(f"{a.model} has no workload {a.workload!r} (has {list(spec.fns)})")
+    m = spec.model
+    m.train() if a.workload == "train" else m.eval()
+    return m, spec.args[a.workload], spec.fns[a.workload]
+
+
+class _Runner:
+    """Calls f(model, *args) from the same weights every time and collects what to compare."""
+
+    def __init__(self, model, args, workload, device):
+        self.m, self.args, self.w, self.device = model, args, workload, device
+        self.state = copy.deepcopy(model.state_dict())
+
+    def reset(self):
+        import torch
+        with torch.no_grad():
+            self.m.load_state_dict(self.state)
+        self.m.zero_grad(set_to_none=True)
+
+    def call(self, f):
+        """(seconds, leaves) of one call from the saved weights; leaves are detached copies."""
+        import torch
+        from torch.utils import _pytree as pytree
+        self.reset()
+        _sync(self.device)
+        t = time.perf_counter()
+        with _grad_ctx(self.w):
+            out = f(self.m, *self.args)
+        _sync(self.device)
+        dt = time.perf_counter() - t
+        leaves = {}
+        for i, v in enumerate(pytree.tree_leaves(out)):
+            if isinstance(v, torch.Tensor):
+                leaves[f"out[{i}]"] = v.detach().float().cpu().clone()
+        if self.w == "train":
+            for n, p in self.m.named_parameters():
+                if p.grad is not None:
+                    leaves[f"grad:{n}"] = p.grad.detach().float().cpu().clone()
+        return dt, leaves
+
+    def steady(self, fns: dict, rounds: int) -> dict:
+        """Median seconds per call of each fn, rounds interleaved between fns."""
+        times: dict[str, list[float]] = {k: [] for k in fns}
+        for _ in range(rounds):
+            for k, f in fns.items():
+                self.m.zero_grad(set_to_none=True)
+                _sync(self.device)
+                t = time.perf_counter()
+                with _grad_ctx(self.w):
+                    f(self.m, *self.args)
+                _sync(self.device)
+                times[k].append(time.perf_counter() - t)
+        self.reset()
+        return {k: statistics.median(v) for k, v in times.items()}
+
+
+# A leaf whose reference is (mathematically) zero, e.g. the .grad of an attention key bias
+# (softmax ignores a per-row constant, so d loss / d b_k = 0 exactly and eager gives ~1e-13 of
+# rounding noise), would make ||a-b||/||b|| a ratio of two noises. Each leaf's norm is floored
+# at FLOOR x the largest reference leaf norm.
+FLOOR = 1e-3
+
+
+def rel_err(got: dict, ref: dict, floor: float = FLOOR) -> tuple[float, str]:
+    """max over leaves of ||a-b|| / max(||b||, floor * max_k ||b_k||), and the worst leaf; a
+    leaf missing on one side or of another shape is inf. floor=0: the raw ratio."""
+    for k in ref.keys() | got.keys():
+        if k not in ref or k not in got or ref[k].shape != got[k].shape:
+            return float("inf"), f"{k} missing or of another shape"
+    norms = {k: float(b.norm()) for k, b in ref.items()}
+    scale = floor * max(norms.values(), default=0.0)
+    worst, where = 0.0, ""
+    for k, b in ref.items():
+        d = max(norms[k], scale)
+        e = float((got[k] - b).norm()) / (d if d > 0 else 1.0)
+        if e != e:  # nan
+            e = float("inf")
+        if e > worst:
+            worst, where = e, k
+    return worst, where
+
+
+def fake_leaks(model) -> list[str]:
+    """Attributes of the model's modules (plain attributes, dict / list entries) that hold a
+    FakeTensor or a functional tensor after capture: tensors capture left behind."""
+    import torch
+    found = []
+
+    from torch._subclasses.fake_tensor import is_fake
+
+    def bad(v):
+        return isinstance(v, torch.Tensor) and (
+            type(v).__name__ in ("FakeTensor", "FunctionalTensor") or is_fake(v))
+
+    for name, mod in model.named_modules():
+        for k, v in vars(mod).items():
+            vals = [(k, v)]
+            if isinstance(v, dict) and k not in ("_parameters", "_buffers", "_modules"):
+                vals = [(f"{k}[{kk!r}]", vv) for kk, vv in list(v.items())[:1000]]
+            elif isinstance(v, (list, tuple)):
+                vals = [(f"{k}[{i}]", vv) for i, vv in enumerate(v[:1000])]
+            for kk, vv in vals:
+                if bad(vv):
+                    found.append(f"{name or '<root>'}.{kk}: {type(vv).__name__}")
+        for k, v in list(mod._buffers.items()) + list(mod._parameters.items()):
+            if v is not None and bad(v):
+                found.append(f"{name or '<root>'}.{k}: {type(v).__name__}")
+    return found
+
+
+def _err(e: BaseException, stage: str) -> dict:
+    lines = str(e).strip().splitlines() or [""]
+    # a PrecompileError's first line says what; its "actual:" / "where:" lines say why
+    detail = {k: ln.split(":", 1)[1].strip()[:300] for ln in lines[1:]
+              for k in ("actual", "where") if ln.strip().startswith(k + ":")}
+    return {"status": "error", "error_type": type(e).__name__, "error": lines[0][:300],
+            "error_actual": detail.get("actual"), "error_where": detail.get("where"),
+            "error_stage": stage, "traceback": traceback.format_exc()[-6000:]}
+
+
+def phase_main(a) -> dict:
+    import torch
+    res: dict = {}
+    stage = "build"
+    try:
+        m, args, fn = _setup(a)
+        r = _Runner(m, args, a.workload, a.device)
+        stage = "eager"
+        res["eager_first_s"], ref = r.call(fn)
+        stage = "precompile"
+        from precompile_nb import precompile
+        from precompile_nb.core.store import save_pair
+        r.reset()
+        t = time.perf_counter()
+        with _grad_ctx(a.workload):
+            code, cache = precompile(fn, m, *args, backend=a.backend)
+        res["precompile_s"] = time.perf_counter() - t
+        try:
+            res["fake_leaks"] = fake_leaks(m)
+        except Exception as e:  # noqa: BLE001 - a diagnostic, never the case's status
+            res["fake_leaks"] = [f"(check failed: {e!r})"]
+        res["code_bytes"], res["cache_bytes"] = len(code), len(cache)
+        save_pair(a.work, "nb", code, cache)
+        stage = "load"
+        f = precompile.load(code, cache)
+        res["load_path_same_process"] = getattr(f, "__precompile_load__", {}).get("path")
+        stage = "call"
+        res["nb_first_s"], got = r.call(f)
+        res["rel_err"], res["rel_err_where"] = rel_err(got, ref)
+        res["rel_err_raw"], res["rel_err_raw_where"] = rel_err(got, ref, floor=0.0)
+        # a second call from the same weights must give the same result (no leaked state)
+        _, got2 = r.call(f)
+        res["rel_err_2nd_call"], _ = rel_err(got2, ref)
+        if a.rounds:
+            stage = "steady"
+            st = r.steady({"eager": fn, "precompile": f}, a.rounds)
+            res["steady_eager_s"], res["steady_nb_s"] = st["eager"], st["precompile"]
+        res["status"] = "ok"
+    except BaseException as e:  # noqa: BLE001 - a case reports every failure
+        res.update(_err(e, stage))
+    return res
+
+
+def phase_tc(a) -> dict:
+    import torch
+    res: dict = {}
+    stage = "build"
+    try:
+        m, args, fn = _setup(a)
+        r = _Runner(m, args, a.workload, a.device)
+        stage = "eager"
+        _, ref = r.call(fn)
+        stage = "torch.compile"
+        t = time.perf_counter()
+        tc = torch.compile(fn, backend=a.backend)
+        dt, got = r.call(tc)
+        res["tc_cold_s"] = time.perf_counter() - t
+        res["tc_rel_err"], _ = rel_err(got, ref)
+        if a.rounds:
+            st = r.steady({"eager": fn, "tc": tc}, a.rounds)
+            res["steady_eager_tc_s"], res["steady_tc_s"] = st["eager"], st["tc"]
+        res["tc_status"] = "ok"
+    except BaseException as e:  # noqa: BLE001
+        res.update({("tc_" + k): v for k, v in _err(e, stage).items()})
+    return res
+
+
+def phase_nbwarm(a) -> dict:
+    res: dict = {}
+    try:
+        m, args, fn = _setup(a)
+        r = _Runner(m, args, a.workload, a.device)
+        code = (Path(a.work) / "nb.py").read_text()
+        cache = (Path(a.work) / "nb.cache").read_bytes()
+        r.reset()
+        t = time.perf_counter()
+        from precompile_nb import precompile
+        f = precompile.load(code, cache)
+        with _grad_ctx(a.workload):
+            f(m, *args)
+        _sync(a.device)
+        res["nb_warm_s"] = time.perf_counter() - t
+        res["load_path"] = getattr(f, "__precompile_load__", {}).get("path")
+        res["load_reason"] = getattr(f, "__precompile_load__", {}).get("reason")
+    except BaseException as e:  # noqa: BLE001
+        res.update({("nbwarm_" + k): v for k, v in _err(e, "nbwarm").items()})
+    return res
+
+
+def phase_tcwarm(a) -> dict:
+    import torch
+    res: dict = {}
+    try:
+        m, args, fn = _setup(a)
+        r = _Runner(m, args, a.workload, a.device)
+        r.reset()
+        t = time.perf_counter()
+        tc = torch.compile(fn, backend=a.backend)
+        with _grad_ctx(a.workload):
+            tc(m, *args)
+        _sync(a.device)
+        res["tc_warm_s"] = time.perf_counter() - t
+    except BaseException as e:  # noqa: BLE001
+        res.update({("tcwarm_" + k): v for k, v in _err(e, "tcwarm").items()})
+    return res
+
+
+PHASES = {"main": phase_main, "tc": phase_tc, "nbwarm": phase_nbwarm, "tcwarm": phase_tcwarm}
+
+
+def case_main(a) -> None:
+    import warnings
+    warnings.filterwarnings("ignore")
+    res = PHASES[a.phase](a)
+    Path(a.result).write_text(json.dumps(res, default=str))
+
+
+# ============================================================== the driver
+
+def _run_phase(a, model: str, workload: str, phase: str, work: Path, env: dict) -> dict:
+    result = work / f"{phase}.json"
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--_phase", phase, "--_model", model,
+           "--_workload", workload, "--_work", str(work), "--_result", str(result),
+           "--device", a.device, "--backend", a.backend, "--size", a.size,
+           "--threads", str(a.threads), "--rounds", str(a.rounds)]
+    t = time.perf_counter()
+    try:
+        p = subprocess.run(cmd, env=env, timeout=a.timeout, capture_output=True, text=True)
+        (work / f"{phase}.log").write_text(p.stdout + p.stderr)
+        if result.exists():
+            return json.loads(result.read_text())
+        tail = (p.stderr.strip().splitlines() or ["(no output)"])[-1][:300]
+        return {"status": "error", "error_type": f"crash(rc={p.returncode})", "error": tail,
+                "error_stage": phase}
+    except subprocess.TimeoutExpired:
+        return {"status": "error", "error_type": "Timeout",
+                "error": f"{phase} ran past {a.timeout} s", "error_stage": phase}
+    finally:
+        print(f"    {phase}: {time.perf_counter() - t:.1f}s", flush=True)
+
+
+def run_case(a, model: str, workload: str, out: Path, cache_base: Path) -> dict:
+    tag = f"{model}__{workload}"
+    work = out / "work" / tag
+    work.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO)] + [p for p in env.get(
+        "PYTHONPATH", "").split(os.pathsep) if p])
+    row = {"model": model, "workload": workload, "backend": a.backend, "device": a.device,
+           "size": a.size}
+    if a.shared_cache:  # every case compiles into one dir: faster, but no cold numbers
+        tag_dir = cache_base
+    else:
+        tag_dir = cache_base / tag
+    env_nb = {**env, "TORCHINDUCTOR_CACHE_DIR": str(tag_dir / "nb")}
+    row.update(_run_phase(a, model, workload, "main", work, env_nb))
+    env_tc = {**env, "TORCHINDUCTOR_CACHE_DIR": str(tag_dir / "tc")}
+    if a.compile_baseline:
+        row.update(_run_phase(a, model, workload, "tc", work, env_tc))
+    if a.warm:
+        if row.get("status") == "ok":
+            # a fresh cache dir: the warm load must get its kernels from the cache bytes
+            env_w = {**env, "TORCHINDUCTOR_CACHE_DIR": str(cache_base / tag / "nbwarm")}
+            row.update(_run_phase(a, model, workload, "nbwarm", work, env_w))
+        if row.get("tc_status") == "ok":
+            row.update(_run_phase(a, model, workload, "tcwarm", work, env_tc))
+    (out / "rows").mkdir(exist_ok=True)
+    (out / "rows" / f"{tag}.json").write_text(json.dumps(row, indent=1, default=str))
+    return row
+
+
+def _fmt_s(v) -> str:
+    return "" if v is None else (f"{v:.3g}" if v < 100 else f"{v:.0f}")
+
+
+def _fmt_e(v) -> str:
+    if v is None:
+        return ""
+    return "inf" if v == float("inf") else f"{v:.1e}"
+
+
+def _ratio(a, b) -> str:
+    return "" if a is None or b is None or b == 0 else f"{a / b:.2f}x"
+
+
+def _status(r: dict) -> str:
+    if r.get("status") == "ok":
+        s = "ok"
+        if r.get("rel_err", 0) > TOL.get(r["workload"], 1e-2):
+            s = "MISMATCH"
+        if r.get("fake_leaks"):
+            s += " (fake leak)"
+        return s
+    return f"error ({r.get('error_stage')}): {r.get('error_type')}: {r.get('error', '')}"\
+        .replace("|", "\\|").replace("\n", " ")[:220]
+
+
+def render(rows: list[dict]) -> str:
+    lines = ["| model | workload | backend | status | rel err nb | rel err tc | precompile s "
+             "| tc cold s | steady nb/eager | steady nb/tc | warm nb s | warm tc s | path |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        nb_tc = None
+        if r.get("steady_nb_s") and r.get("steady_tc_s") and r.get("steady_eager_s") and \
+                r.get("steady_eager_tc_s"):
+            # both measured against eager in their own process: compare via eager
+            nb_tc = (r["steady_nb_s"] / r["steady_eager_s"]) / (
+                r["steady_tc_s"] / r["steady_eager_tc_s"])
+        tc_err = _fmt_e(r.get("tc_rel_err")) if r.get("tc_status", "ok") == "ok" else \
+            f"error: {r.get('tc_error_type')}"
+        lines.append("| " + " | ".join([
+            r["model"], r["workload"], r["backend"], _status(r), _fmt_e(r.get("rel_err")),
+            tc_err if ("tc_rel_err" in r or "tc_status" in r) else "",
+            _fmt_s(r.get("precompile_s")), _fmt_s(r.get("tc_cold_s")),
+            _ratio(r.get("steady_nb_s"), r.get("steady_eager_s")),
+            "" if nb_tc is None else f"{nb_tc:.2f}x",
+            _fmt_s(r.get("nb_warm_s")), _fmt_s(r.get("tc_warm_s")),
+            str(r.get("load_path") or "")]) + " |")
+    n_ok = sum(r.get("status") == "ok" for r in rows)
+    lines += ["", f"{n_ok}/{len(rows)} cases ok. rel err = max over outputs (infer) or loss + "
+              "every .grad (train) of ||a-b||/max(||b||, 1e-3 max||b||) vs eager. steady = median per call; nb/tc "
+              "is (nb/eager)/(tc/eager), each ratio measured in its own process. warm = fresh "
+              "process load (or torch.compile) + first call."]
+    return "\n".join(lines) + "\n"
+
+
+def _short(r: dict | None) -> str:
+    if r is None:
+        return ""
+    if r.get("status") == "ok":
+        s = _status(r)
+        return s if s != "ok" else f"ok ({_fmt_e(r.get('rel_err'))})"
+    actual = r.get("error_actual")
+    if not actual:  # rows written before error_actual existed: the traceback's last one
+        found = [ln.split(":", 1)[1].strip() for ln in str(r.get("traceback", "")).splitlines()
+                 if ln.strip().startswith("actual:")]
+        actual = found[-1] if found else None
+    msg = str(actual or r.get("error", ""))[:80].replace("|", "\\|")
+    return f"{r.get('error_type')} ({r.get('error_stage')}): {msg}"
+
+
+def render_grid(rows: list[dict]) -> str:
+    """model x (workload, backend) -> ok (rel err) / error type (stage)."""
+    cols = sorted({(r["workload"], r["backend"]) for r in rows})
+    by = {(r["model"], r["workload"], r["backend"]): r for r in rows}
+    models = list(dict.fromkeys(r["model"] for r in rows))
+    lines = ["| model | " + " | ".join(f"{w} {b}" for w, b in cols) + " |",
+             "|---|" + "---|" * len(cols)]
+    for m in models:
+        lines.append(f"| {m} | " + " | ".join(_short(by.get((m, w, b))) for w, b in cols)
+                     + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write_report(rows: list[dict], out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(rows, indent=1, default=str))
+    (out / "results.md").write_text(render(rows) + "\n## Status grid\n\n" + render_grid(rows))
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--backend", default="inductor", choices=["inductor", "eager"])
+    p.add_argument("--models", default="", help="comma-separated; default: all")
+    p.add_argument("--size", default="tiny", choices=["tiny", "real"])
+    p.add_argument("--workloads", default="infer,train")
+    p.add_argument("--out", default="")
+    p.add_argument("--timeout", type=float, default=None,
+                   help="seconds per phase process (default 300 on CPU, 600 on CUDA)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads on CPU")
+    p.add_argument("--rounds", type=int, default=5, help="steady-state calls (0: skip)")
+    p.add_argument("--no-compile-baseline", dest="compile_baseline", action="store_false")
+    p.add_argument("--no-warm", dest="warm", action="store_false")
+    p.add_argument("--shared-cache", action="store_true",
+                   help="one TORCHINDUCTOR_CACHE_DIR for all cases (correctness runs: faster "
+                        "on few cores; the cold times are then not cold)")
+    p.add_argument("--merge", nargs="+", default=None,
+                   help="only merge the results.json of these dirs into OUT")
+    for k in ("phase", "model", "workload", "work", "result"):
+        p.add_argument(f"--_{k}", default=None, help=argparse.SUPPRESS)
+    a = p.parse_args(argv)
+    if a._phase:
+        a.phase, a.model, a.workload, a.work, a.result = (a._phase, a._model, a._workload,
+                                                           a._work, a._result)
+        return case_main(a)
+    if not a.out:
+        p.error("--out is required")
+    out = Path(a.out)
+    if a.merge:
+        keyed: dict = {}  # a later dir's row replaces an earlier one of the same case
+        for d in a.merge:
+            for r in json.loads((Path(d) / "results.json").read_text()):
+                keyed[(r["model"], r["workload"], r["backend"], r["device"], r["size"])] = r
+        rows = list(keyed.values())
+        from benchmarks.zoo.models import REGISTRY
+        order = {m: i for i, m in enumerate(REGISTRY)}
+        rows.sort(key=lambda r: (order.get(r["model"], 99), r["model"], r["workload"],
+                                 r["backend"]))
+        write_report(rows, out)
+        print((out / "results.md").read_text())
+        return
+    if a.timeout is None:
+        a.timeout = 600 if a.device.startswith("cuda") else 300
+    from benchmarks.zoo.models import REGISTRY
+    models = [m for m in a.models.split(",") if m] or list(REGISTRY)
+    workloads = [w for w in a.workloads.split(",") if w]
+    cache_base = Path(os.environ.get("TORCHINDUCTOR_CACHE_DIR", "/tmp/zoo_inductor")) / (
+        "shared" if a.shared_cache else f"zoo-{a.device}-{a.backend}-{a.size}-{int(time.time())}")
+    rows = []
+    for m in models:
+        for w in workloads:
+            print(f"[{len(rows) + 1}/{len(models) * len(workloads)}] {m} {w} "
+                  f"({a.backend}, {a.device}, {a.size})", flush=True)
+            row = run_case(a, m, w, out, cache_base)
+            rows.append(row)
+            print(f"  -> {_status(row)}  rel_err={_fmt_e(row.get('rel_err'))}", flush=True)
+            write_report(rows, out)
+    print((out / "results.md").read_text())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,63 @@
+"""A CI subset of the model zoo (benchmarks/zoo): tiny models from transformers, timm and
+torchvision, built from config with random init, precompiled with both backends on CPU; each
+artifact's result (outputs, or loss + every .grad for a training step) must equal eager's.
+
+The full zoo, with timings, is `python benchmarks/zoo/run.py` (see benchmarks/zoo/README.md).
+Skipped with a reason where transformers / timm / torchvision are not installed.
+"""
+from __future__ import annotations
+
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+# (model, workload, backend, package it needs): a spread of families that pass on CPU today.
+# The eager backend is cheap (~5-10 s a case); inductor compiles C++ kernels (~1 min a tiny
+# case on 2 idle cores), so it gets the two smallest graphs. ~5 minutes in all on 2 cores.
+CASES = [
+    ("gpt2", "train", "eager", "transformers"),
+    ("llama", "infer", "eager", "transformers"),
+    ("bert", "train", "eager", "transformers"),
+    ("t5", "train", "eager", "transformers"),
+    ("wav2vec2", "infer", "eager", "transformers"),
+    ("hf_vit", "infer", "eager", "transformers"),
+    ("timm_convnext", "train", "eager", "timm"),
+    ("tv_resnet18", "infer", "eager", "torchvision"),
+    ("gpt2", "infer", "inductor", "transformers"),
+    ("timm_swin", "infer", "inductor", "timm"),
+]
+
+
+@pytest.mark.parametrize("model,workload,backend,package", CASES,
+                         ids=[f"{m}-{w}-{b}" for m, w, b, _ in CASES])
+def test_zoo_case_matches_eager(model, workload, backend, package):
+    from benchmarks.zoo import _tv_shim
+    _tv_shim.install()  # a CPU torch with PyPI's CUDA torchvision wheel: see _tv_shim.py
+    pytest.importorskip("torchvision", reason="the zoo needs torchvision")
+    pytest.importorskip(package, reason=f"the zoo needs {package}: pip install {package}")
+    import torch
+
+    from benchmarks.zoo import models as Z
+    from benchmarks.zoo.run import TOL, _grad_ctx, _Runner, rel_err
+    from precompile_nb import precompile
+
+    torch.set_num_threads(1)
+    spec = Z.build(model, "tiny", "cpu")
+    m, args, fn = spec.model, spec.args[workload], spec.fns[workload]
+    m.train() if workload == "train" else m.eval()
+    r = _Runner(m, args, workload, "cpu")
+    _, ref = r.call(fn)
+    r.reset()
+    with _grad_ctx(workload), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        code, cache = precompile(fn, m, *args, backend=backend)
+        f = precompile.load(code, cache)
+    _, got = r.call(f)
+    err, where = rel_err(got, ref)
+    assert err <= TOL[workload], f"{model} {workload} ({backend}): rel err {err:.2e} at {where}"
