@@ -13,6 +13,15 @@ if ! "$VPY" -c "import torch" 2>/dev/null; then
   echo "[setup] installing torch ${TORCH_SPEC:-torch==2.13.0} (CPU build on this machine)"
   "$VPY" -m pip install --progress-bar on "${TORCH_SPEC:-torch==2.13.0}"
 fi
-echo "[setup] installing precompile_nb and its dependencies"
-"$VPY" -m pip install --progress-bar on -e ".[test]"
+# the model zoo's packages (transformers, timm) with the torchvision built for this torch: a
+# torchvision for another torch would make pip swap torch itself
+TV=$("$VPY" -c "import torch; print({'2.13.0': '0.28.0', '2.14.0': '0.29.0', '2.14.1': '0.29.1'}.get(torch.__version__.split('+')[0], ''))")
+if [ -n "$TV" ]; then
+  echo "[setup] installing precompile_nb, its test dependencies and the zoo's (torchvision $TV)"
+  "$VPY" -m pip install --progress-bar on -e ".[test,zoo]" "torchvision==$TV"
+else
+  echo "[setup] installing precompile_nb and its test dependencies (no torchvision known for" \
+       "this torch: the zoo tests skip)"
+  "$VPY" -m pip install --progress-bar on -e ".[test]"
+fi
 "$VPY" -c "import torch, precompile_nb; print('[setup] ready: torch', torch.__version__)"

@@ -196,7 +196,7 @@ def phase_main(a) -> dict:
         res["eager_first_s"], ref = r.call(fn)
         stage = "precompile"
         from precompile_nb import precompile
-        from precompile_nb.core.store import save_pair
+        from precompile_nb import save_pair
         r.reset()
         t = time.perf_counter()
         with _grad_ctx(a.workload):

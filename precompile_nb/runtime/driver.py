@@ -618,7 +618,10 @@ def _pc_tree_stand_in(lit, Err):
 
 
 def _pc_treespec(lit, Err):
-    """The TreeSpec of a tree literal."""
+    """The TreeSpec of a tree literal; a whole tree in torch's serialized form is that spec
+    (its nodes may be classes whose unflatten needs real tensors, such as a model's cache)."""
+    if lit["type"] == "pytree":
+        return _pc_pytree.treespec_loads(lit["dumps"])
     return _pc_pytree.tree_flatten(_pc_tree_stand_in(lit, Err))[1]
 
 

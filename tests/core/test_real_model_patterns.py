@@ -181,3 +181,57 @@ def test_a_layer_drop_a_draw_can_change_is_refused_naming_the_probability():
     assert e.value.invariant == 3
     assert "torch.rand([]) < self.p" in e.value.where
     assert "layer-drop probability to 0" in e.value.hint
+
+
+class KVCache:
+    """Like a Hugging Face cache: its unflatten needs real tensors (it reads their device)."""
+
+    def __init__(self, keys):
+        self.keys = list(keys)
+        self.device = self.keys[0].device
+
+
+pytree.register_pytree_node(KVCache, lambda c: (c.keys, None), lambda v, _: KVCache(v),
+                            serialized_type_name="tests.real_model_patterns.KVCache")
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_a_registered_cache_object_in_a_result_comes_back_as_its_class(backend):
+    def decode(m, x):
+        h = m(x)
+        return {"logits": h.relu(), "past": KVCache([h * 2, h + 1])}
+
+    m, x = nn.Linear(4, 4), torch.randn(2, 4)
+    out = _load(decode, m, x, backend=backend)(m, x)
+    ref = decode(m, x)
+    assert type(out["past"]) is KVCache and len(out["past"].keys) == 2
+    torch.testing.assert_close(out["logits"], ref["logits"])
+    for a, b in zip(out["past"].keys, ref["past"].keys):
+        torch.testing.assert_close(a, b)
+
+
+@torch.jit.script
+def _bucket(relative_pos: torch.Tensor, mid: int) -> torch.Tensor:
+    return torch.where(relative_pos.abs() < mid, torch.tensor(mid - 1).type_as(relative_pos),
+                       relative_pos)
+
+
+class Relative(nn.Module):
+    """Calls a torch.jit.script helper, as DeBERTa-style relative positions do."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+
+    def forward(self, x):
+        pos = torch.arange(x.shape[0])[None, :] - torch.arange(x.shape[0])[:, None]
+        return self.lin(x) + _bucket(pos, 2).float().mean()
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_a_torch_jit_script_helper_is_captured_with_its_literals():
+    m, x = Relative(), torch.randn(8, 8)
+    with torch.no_grad():
+        f = _load(lambda m, x: m(x), m, x)
+        torch.testing.assert_close(f(m, x), m(x))

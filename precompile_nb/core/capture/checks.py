@@ -131,7 +131,10 @@ def _check_constants(gm: torch.fx.GraphModule, fn: Callable, example_inputs: Seq
         hit = external.get(id(t)) or (external.get(id(t._base)) if t._base is not None else None)
         only_fresh = all(u.target is torch.ops.aten.lift_fresh_copy.default for u in n.users)
         finite = t.is_floating_point() is False or bool(torch.isfinite(t).all())
-        if hit is None and only_fresh and t.numel() <= MAX_LITERAL_NUMEL and finite:
+        # a one-element constant fn cannot reach is a literal it made, also where it was not
+        # made through lift_fresh (`torch.tensor(k)` inside a torch.jit.script helper)
+        literal = only_fresh or t.numel() <= 1
+        if hit is None and literal and t.numel() <= MAX_LITERAL_NUMEL and finite:
             keep.append(n)
         else:
             where, fix, src = hit or (

@@ -267,10 +267,24 @@ def _lift_container(L: _Lifted, a: Any, path: str, i: int, P: Problems) -> None:
 
 
 def tree_literal(spec: Any, where: str, P: Problems) -> dict[str, Any]:
-    """A pytree structure as the convention's literal (Note [tree literal] in runtime/driver.py)."""
+    """A pytree structure as the convention's literal (Note [tree literal] in runtime/driver.py).
+    A tree with a node only torch's own serialized form can carry (a registered class, such as
+    a Hugging Face cache inside a ModelOutput) is carried whole in that form: the driver then
+    loads its spec as torch wrote it, never rebuilding the class around placeholders."""
+    lit = _tree_literal(spec, where, P)
+    if lit["type"] != "pytree" and _has_pytree(lit):
+        return _dumps(spec) or lit
+    return lit
+
+
+def _has_pytree(lit: dict[str, Any]) -> bool:
+    return lit["type"] == "pytree" or any(_has_pytree(c) for c in lit.get("children", ()))
+
+
+def _tree_literal(spec: Any, where: str, P: Problems) -> dict[str, Any]:
     if spec.is_leaf():
         return {"type": "leaf"}
-    kids = [tree_literal(c, where, P) for c in _compat.treespec_children(spec)]
+    kids = [_tree_literal(c, where, P) for c in _compat.treespec_children(spec)]
     if spec.type in (tuple, list):
         return {"type": spec.type.__name__, "children": kids}
     if spec.type is type(None):
