@@ -1632,6 +1632,18 @@ def _pc_call_failed(p, e):
                       "memory, use smaller inputs; otherwise report it with the artifact")
 
 
+def _pc_keywords_passed(p, args, kwargs):
+    """forward(m, x=x): the artifact's arguments are positional only, in fn's order."""
+    key = next(iter(kwargs))
+    order = ", ".join(p.paths)
+    raise p.Err(f"{p.fn_name}: {key}= was passed by keyword; the artifact's arguments are "
+                "positional only", stage="call", where=f"{key}=",
+                expected=f"{p.nargs} positional arguments, in {p.fn_name}'s order: {order}",
+                actual=f"{len(args)} positional, then keyword "
+                       + ", ".join(f"{k}=" for k in kwargs),
+                hint=f"pass {key} positionally: {p.fn_name}({order})")
+
+
 def _pc_make_forward(meta, graph_call, error_class=None):
     """The artifact's forward(*args), from its metadata literal and its compiled graph."""
     p = _pc_call_plan(_pc_decode(meta, error_class), error_class or PrecompileError)
@@ -1639,7 +1651,9 @@ def _pc_make_forward(meta, graph_call, error_class=None):
     single_out, n_inputs, distinct, Err = p.single_out, len(p.checks), p.distinct, p.Err
     dynamic, has_dtensors = p.dynamic, bool(p.dtensors)
 
-    def forward(*args):
+    def forward(*args, **kwargs):
+        if kwargs:  # an empty dict's truth test: the one cost of naming the keyword
+            _pc_keywords_passed(p, args, kwargs)
         try:
             flat = _pc_flatten(p, st, args)
             dts = _pc_unwrap(p, st, flat) if has_dtensors else None

@@ -267,6 +267,39 @@ def test_driver_rejects_wrong_arity_shape_dtype_and_structure():
     assert ei.value.invariant == 6 and ei.value.actual["dtype"] == "float64"
 
 
+def test_example_inputs_by_keyword_are_a_precompile_error_naming_the_keyword():
+    m, x = mlp(), torch.randn(3, 8)
+
+    def step(model, x):
+        return model(x)
+
+    with pytest.raises(PrecompileError) as ei:
+        precompile(step, m, x=x, backend="eager")
+    e = ei.value
+    assert e.stage == "capture" and "x=" in e.where and "positional only" in str(e)
+    assert "precompile(step, model, x)" in e.hint
+    with pytest.raises(PrecompileError, match="did you mean backend=") as ei:
+        precompile(step, m, x, backends="eager")
+    # the options stay keywords
+    f = pc(step, m, x, tracer="make_fx", decompositions=None)
+    torch.testing.assert_close(f(m, x), m(x))
+
+
+def test_calling_the_artifact_with_a_keyword_is_a_precompile_error_naming_it():
+    m, x = mlp(), torch.randn(3, 8)
+
+    def step(model, x):
+        return model(x)
+
+    f = pc(step, m, x)
+    with pytest.raises(PrecompileError) as ei:
+        f(m, x=x)
+    e = ei.value
+    assert e.stage == "call" and e.where == "x=" and "positional only" in str(e)
+    assert e.hint == "pass x positionally: step(model, x)"
+    torch.testing.assert_close(f(m, x), m(x))  # positionally, as ever
+
+
 def test_driver_rejects_other_model_structure_tying_and_param_shape():
     m, x = mlp(), torch.randn(3, 8)
     f = pc(lambda m, x: m(x), m, x)
