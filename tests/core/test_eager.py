@@ -166,6 +166,24 @@ def test_item_is_a_precompile_error_naming_invariant_3():
     assert ei.value.invariant == 3 and "test_eager.py" in ei.value.where
 
 
+def test_item_outside_a_branch_names_the_users_line_not_only_the_graph_node():
+    import torch.fx.proxy as fx_proxy
+    anchors = set(getattr(fx_proxy, "_STACK_TRACE_ANCHORS", ()))
+
+    def fn(m, x):
+        s = m(x).mean().item()  # reads the value into Python
+        return x * s
+
+    with pytest.raises(PrecompileError) as ei:
+        precompile(fn, nn.Linear(3, 3), torch.randn(2, 3), backend="eager")
+    e = ei.value
+    assert e.invariant == 3 and ".item()" in e.what
+    assert "test_eager.py:" in e.where and "s = m(x).mean().item()" in e.where
+    assert e.extra["source"] == e.where and e.extra["nodes"] == ["_local_scalar_dense"]
+    # the torch registry it borrows for that is left as it was found
+    assert set(getattr(fx_proxy, "_STACK_TRACE_ANCHORS", ())) == anchors
+
+
 # -- invariant 5: backward -------------------------------------------------------------------
 
 def test_sgd_loop_through_the_artifact_matches_eager():
