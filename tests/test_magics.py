@@ -470,8 +470,9 @@ def test_profile_option_shows_the_report_once_with_a_profile_tab(ip, shown):
     assert modules["model.0"]["forward_seconds"] > 0 and modules["model.2"]["forward_seconds"] > 0
     assert any(m["backward_seconds"] > 0 for m in profile["modules"])
     assert modules["(unattributed)"] == profile["modules"][-1]
-    assert sum(m["seconds"] for m in profile["modules"]) == pytest.approx(
-        profile["step_seconds"])
+    assert modules["(unattributed)"]["seconds"] >= 0  # never negative, on a busy machine too
+    assert sum(m["seconds"] for m in profile["modules"]) == pytest.approx(max(
+        profile["step_seconds"], sum(m["seconds"] for m in profile["modules"][:-1])))
     assert modules["model.0"]["eager_forward_seconds"] > 0  # beside the eager forward
     reports = [b for b in shown if "Invariants</label>" in b.get("text/html", "")]
     assert len(reports) == 1  # shown once, after profiling
