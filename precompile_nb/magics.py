@@ -19,6 +19,7 @@ import os
 import re
 import time
 import traceback
+import types
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -512,7 +513,24 @@ class PrecompileMagics(Magics):
                   "details in the explorer above)")
             return
         _show_violation(value, self.graph_for(tb))  # type: ignore[arg-type]
-        shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
+        shell.showtraceback((etype, value, _without_hidden_frames(tb)), tb_offset=tb_offset)
+
+
+def _without_hidden_frames(tb: Any) -> Any:
+    """`tb` less the frames that set __tracebackhide__ (the artifact's checks: Note [hidden
+    driver frames] in runtime/driver.py). IPython hides such frames itself except the
+    innermost, the driver's `raise`; here the user's line is the last one shown."""
+    entries = []
+    while tb is not None:
+        entries.append(tb)
+        tb = tb.tb_next
+    kept = [t for t in entries if not t.tb_frame.f_locals.get("__tracebackhide__")]
+    if not kept:
+        return entries[0] if entries else None
+    out = None
+    for t in reversed(kept):
+        out = types.TracebackType(out, t.tb_frame, t.tb_lasti, t.tb_lineno)
+    return out
 
 
 def load_ipython_extension(ip: Any) -> None:

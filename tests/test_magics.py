@@ -231,6 +231,31 @@ def test_calling_with_a_wrong_shape_in_a_later_cell_shows_the_explorer_with_the_
     assert "shape differs from the example" in capsys.readouterr().out
 
 
+def test_a_call_error_traceback_shows_the_users_line_not_the_artifacts_checks(
+        ip, shown, capsys):
+    ip.run_cell_magic("precompile", "--backend eager --quiet", FORWARD)
+    ip.run_cell("y = f(model, torch.randn(5, 4))  # the user's call")
+    out = capsys.readouterr().out
+    assert "the user's call" in out and "shape differs from the example" in out
+    assert "_pc_" not in out and "precompile_nb artifact" not in out
+    assert "__tracebackhide__" not in out
+
+
+def test_without_the_extension_ipython_hides_all_but_the_raising_driver_frame(ip, capsys):
+    ip.run_cell("from precompile_nb import precompile\n" + FORWARD
+                + "f = precompile.load(*precompile(f, model, x, backend='eager'))")
+    ip.run_line_magic("unload_ext", "precompile_nb")
+    try:
+        ip.run_cell("y = f(model, torch.randn(5, 4))  # the user's call")
+    finally:
+        ip.run_line_magic("load_ext", "precompile_nb")
+    out = capsys.readouterr().out
+    assert "the user's call" in out and "shape differs from the example" in out
+    assert "skipping hidden 3 frame" in out
+    for checker in ("_pc_check(", "_pc_check_all(", "in forward"):
+        assert checker not in out
+
+
 def test_the_report_is_shown_unless_quiet(ip, shown, capsys):
     ip.run_cell_magic("precompile", "--backend eager", FORWARD)
     out = capsys.readouterr().out
@@ -445,8 +470,9 @@ def test_profile_option_shows_the_report_once_with_a_profile_tab(ip, shown):
     assert modules["model.0"]["forward_seconds"] > 0 and modules["model.2"]["forward_seconds"] > 0
     assert any(m["backward_seconds"] > 0 for m in profile["modules"])
     assert modules["(unattributed)"] == profile["modules"][-1]
-    assert sum(m["seconds"] for m in profile["modules"]) == pytest.approx(
-        profile["step_seconds"])
+    assert modules["(unattributed)"]["seconds"] >= 0  # never negative, on a busy machine too
+    assert sum(m["seconds"] for m in profile["modules"]) == pytest.approx(max(
+        profile["step_seconds"], sum(m["seconds"] for m in profile["modules"][:-1])))
     assert modules["model.0"]["eager_forward_seconds"] > 0  # beside the eager forward
     reports = [b for b in shown if "Invariants</label>" in b.get("text/html", "")]
     assert len(reports) == 1  # shown once, after profiling

@@ -13,6 +13,8 @@ tools/, viewers/ or magics.py: those sit on top (tests/test_layout.py checks it)
 """
 from __future__ import annotations
 
+import difflib
+import inspect
 import time
 from collections.abc import Callable
 from typing import Any
@@ -21,7 +23,7 @@ from . import _compat
 from .cache import pack
 from .capture import capture
 from .emit import emit
-from .errors import PrecompileError, raised_by_user, user_frame
+from .errors import PrecompileError, fn_name, raised_by_user, user_frame
 from .load import load
 from .lower import lower
 from .schemas import Artifact
@@ -47,10 +49,40 @@ def _validate(backend: Any, tracer: Any, decompositions: Any) -> None:
                         f"got {type(decompositions).__name__}")
 
 
+_OPTIONS = ("backend", "tracer", "decompositions")
+
+
+def keyword_inputs_error(fn: Callable, n_positional: int, keywords: dict) -> PrecompileError:
+    """precompile(fn, model, x=x): example inputs are positional only (fn's order is the
+    artifact's calling convention); names the keyword, fn's order, and a misspelt option."""
+    key = next(iter(keywords))
+    try:
+        params = [p.name for p in inspect.signature(fn).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        params = []
+    name = fn_name(fn)
+    order = (f"in {name}'s order: precompile({name}, {', '.join(params)})"
+             if params else f"in {name}'s order")
+    typo = difflib.get_close_matches(key, _OPTIONS, n=1)
+    return PrecompileError(
+        f"precompile: {key}= was passed by keyword; example inputs are positional only",
+        stage="capture", where=f"precompile(..., {key}=...)",
+        expected=f"example inputs passed positionally, in {name}'s order; the only keyword "
+                 f"options are {', '.join(o + '=' for o in _OPTIONS)}",
+        actual=f"{n_positional} positional, then keyword "
+               + ", ".join(f"{k}=" for k in keywords),
+        hint=(f"did you mean {typo[0]}=? " if typo else "")
+        + f"pass {key} positionally, {order} (the artifact is called the same way: "
+          f"f({', '.join(params) or '...'}))")
+
+
 def build(fn: Callable, *example_inputs: Any, backend: str = "inductor",
           tracer: str = "make_fx", decompositions: dict | None = None,
-          on_stage: StageCallback | None = None) -> Artifact:
+          on_stage: StageCallback | None = None, **keyword_inputs: Any) -> Artifact:
     """precompile, keeping everything each stage recorded (for reports and tools)."""
+    if keyword_inputs:
+        raise keyword_inputs_error(fn, len(example_inputs), keyword_inputs)
     _validate(backend, tracer, decompositions)
     times: list[tuple[str, float]] = []
 
@@ -98,7 +130,7 @@ def _stage_failed(fn: Callable, stage: str, e: Exception) -> PrecompileError:
 
 def precompile(fn: Callable, *example_inputs: Any, backend: str = "inductor",
                tracer: str = "make_fx", decompositions: dict | None = None,
-               ) -> tuple[str, bytes]:
+               **keyword_inputs: Any) -> tuple[str, bytes]:
     """Compile the whole computation `fn(*example_inputs)` ahead of time.
 
     Returns (python_code, cache): self-contained source (needs only torch; holds no
@@ -110,7 +142,12 @@ def precompile(fn: Callable, *example_inputs: Any, backend: str = "inductor",
     >>> f = precompile.load(code, cache)  # doctest: +SKIP
     >>> torch.allclose(f(model, x), model(x))  # doctest: +SKIP
     True
+
+    Example inputs are positional only: a keyword other than the options is a
+    PrecompileError that names it.
     """
+    if keyword_inputs:
+        raise keyword_inputs_error(fn, len(example_inputs), keyword_inputs)
     art = build(fn, *example_inputs, backend=backend, tracer=tracer,
                 decompositions=decompositions)
     return art.python_code, art.cache

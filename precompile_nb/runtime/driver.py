@@ -1120,6 +1120,7 @@ def _pc_unwrap(p, st, flat):
         t = flat[i]
         spec = getattr(t, "_spec", None)
         if spec is None or spec is not st.specs[i]:
+            __tracebackhide__ = True
             _pc_check_dtensor(p, dt, t)
             st.specs[i] = spec
         mesh, k = spec.mesh, dt.layout.mesh
@@ -1127,6 +1128,7 @@ def _pc_unwrap(p, st, flat):
             meshes[k] = mesh
         elif mesh is not meshes[k] and mesh != meshes[k]:
             first = next(d.where for d in p.dtensors if d.layout.mesh == k)
+            __tracebackhide__ = True
             raise p.Err(f"{p.fn_name}: {dt.where} and {first} are on different device meshes",
                         invariant=6, stage="call", where=dt.where,
                         expected=f"the device mesh of {first}, as at capture",
@@ -1162,6 +1164,7 @@ def _pc_dtensor_fields(t):
 
 def _pc_check_dtensor(p, dt, t):
     """Invariant 6 for one DTensor input: the precise error, or nothing."""
+    __tracebackhide__ = True
     lay, mesh_rec = dt.layout, p.meshes[dt.layout.mesh]
     want = _PcFields(placements=list(lay.placements),
                      mesh=_pc_mesh_text(mesh_rec.device_type, mesh_rec.shape,
@@ -1206,12 +1209,22 @@ def _pc_wrap(dt, local, meshes):
 
 # ---------------------------------------------------------------------------------------------
 # Stage 1 of a call: arguments -> graph inputs
+#
+# Note [hidden driver frames]
+#   A call's error names the argument, expected vs actual and the fix; the driver's own
+#   frames above it (forward, the check that missed, the function that raises) tell the
+#   user nothing. Each frame an error passes through sets `__tracebackhide__ = True`, which
+#   pytest and IPython honour, so a traceback shows the user's line, then the message (the
+#   %%precompile extension drops even the innermost one, which IPython would keep). On the
+#   hot path it is set only in the branch that leads to a raise: an accepted call pays
+#   nothing for it.
 
 
 def _pc_flatten(p, st, args):
     """The graph inputs of one call: model tensors, tensor arguments and container leaves,
     in the captured order; baked values are compared with the captured ones."""
     if len(args) != p.nargs:
+        __tracebackhide__ = True
         raise p.Err(f"{p.fn_name}: takes {p.nargs} positional arguments, got {len(args)}",
                     invariant=3, stage="call", where="arguments", expected=p.nargs,
                     actual=len(args), hint="call it as at capture, positionally")
@@ -1226,16 +1239,19 @@ def _pc_flatten(p, st, args):
             tensors = _pc_plan_tensors(a, plan) if plan else None
             if tensors is None or (p.payloads[k].training is not None
                                    and a.training != p.payloads[k].training):
+                __tracebackhide__ = True
                 tensors = _pc_module_tensors(p, st, k, a)
             flat += tensors
         elif code == _PC_PYTREE:
             _pc_pytree_tensors(p, k, a, flat)
         elif code == _PC_SAME:
             if a is not flat[p.payloads[k]]:
+                __tracebackhide__ = True
                 _pc_not_same(p, p.paths[k], p.payloads[k], a)
         else:
             want = p.payloads[k]
             if type(a) is not type(want) or a != want:
+                __tracebackhide__ = True
                 _pc_baked_differs(p, p.paths[k], want, a)
     return flat
 
@@ -1244,6 +1260,7 @@ def _pc_module_tensors(p, st, k, m):
     """A model's parameters then buffers (invariant 2) by the full walk, which raises the
     precise error; remembers the model's structure for the next calls' fast path
     (Note [module structure cache])."""
+    __tracebackhide__ = True
     tensors = _pc_module_walk(p, p.payloads[k], m)
     if st.module_plans[k] is not False:  # False: this model class customises the walk
         st.module_plans[k] = _pc_module_plan(m) or False
@@ -1252,6 +1269,7 @@ def _pc_module_tensors(p, st, k, m):
 
 def _pc_module_walk(p, arg, m):
     """named_parameters() + named_buffers() of `m`, checked against the traced names."""
+    __tracebackhide__ = True
     Err, path, names = p.Err, arg.path, arg.names
     if not isinstance(m, _pc_torch.nn.Module):
         raise Err(f"{p.fn_name}: {path} must be an nn.Module", invariant=2, stage="call",
@@ -1284,6 +1302,7 @@ def _pc_pytree_tensors(p, k, a, flat):
     spec, leaves = p.payloads[k]
     values, got = _pc_pytree.tree_flatten(a)
     if got != spec:
+        __tracebackhide__ = True
         raise p.Err(f"{p.fn_name}: {p.paths[k]}: structure differs from the example",
                     invariant=3, stage="call", where=p.paths[k], expected=str(spec),
                     actual=str(got),
@@ -1291,14 +1310,17 @@ def _pc_pytree_tensors(p, k, a, flat):
     for (path, is_tensor, want, same_as), leaf in zip(leaves, values):
         if same_as >= 0:
             if leaf is not flat[same_as]:
+                __tracebackhide__ = True
                 _pc_not_same(p, path, same_as, leaf)
         elif is_tensor:
             flat.append(leaf)
         elif type(leaf) is not type(want) or leaf != want:
+            __tracebackhide__ = True
             _pc_baked_differs(p, path, want, leaf)
 
 
 def _pc_not_same(p, where, same_as, got):
+    __tracebackhide__ = True
     first = p.checks[same_as].where
     raise p.Err(f"{p.fn_name}: {where} must be the same tensor as {first}, as at capture",
                 invariant=4, stage="call", where=where, expected=f"the tensor passed as {first}",
@@ -1310,6 +1332,7 @@ def _pc_not_same(p, where, same_as, got):
 
 
 def _pc_baked_differs(p, where, want, got):
+    __tracebackhide__ = True
     raise p.Err(f"{p.fn_name}: {where}: non-tensor value differs from the one baked at "
                 "capture", invariant=3, stage="call", where=where, expected=repr(want),
                 actual=repr(got),
@@ -1328,6 +1351,7 @@ def _pc_check(p, st, flat):
     tuple compare, else (or on any difference) the full checks, which raise the precise
     error."""
     if p.dynamic:
+        __tracebackhide__ = True
         _pc_check_all(p, flat)
     else:
         all_cpu, strides, Tensor = p.all_cpu, p.check_strides, _pc_torch.Tensor
@@ -1336,6 +1360,7 @@ def _pc_check(p, st, flat):
                      or (isinstance(t, Tensor) and not _pc_is_wrapper(t)))
                     and (t.shape, t.dtype, t.is_cpu if all_cpu else t.device,
                          t.stride() if strides else None) == c):
+                __tracebackhide__ = True
                 _pc_check_all(p, flat)
                 break
     if st.rebuilds > 0:  # accepted: guard the next calls with one C++ check
@@ -1352,12 +1377,15 @@ def _pc_check_dims(p, flat):
         for d, lo, hi in bounded:
             n = t.shape[d]
             if (lo is not None and n < lo) or (hi is not None and n > hi):
+                __tracebackhide__ = True
                 _pc_check_all(p, flat)
         # is_contiguous() is the one C call for the common layout; other layouts are rebuilt
         if (c.order is not None and not (contiguous and t.is_contiguous())
                 and not _pc_layout_ok(c, t)):
+            __tracebackhide__ = True
             _pc_check_all(p, flat)
     if p.same_size or (p.guards_ok is not None and not p.guards_ok(flat)):
+        __tracebackhide__ = True
         _pc_check_shared(p, flat)  # raises the precise error for a failing guard
 
 
@@ -1367,6 +1395,7 @@ def _pc_is_wrapper(t):
 
 
 def _pc_check_all(p, flat):
+    __tracebackhide__ = True
     for i, c in enumerate(p.checks):
         t = flat[i]
         if type(t) not in _PC_TENSOR_TYPES and _pc_is_wrapper(t):
@@ -1381,6 +1410,7 @@ def _pc_check_all(p, flat):
 
 def _pc_check_shared(p, flat):
     """Conditions across dynamic sizes: shared shape ids, then the capture's guards."""
+    __tracebackhide__ = True
     for sid, dims in p.same_size:
         _pc_check_same_size(p, sid, dims, flat)
     for code, binds, g in p.guards:
@@ -1390,6 +1420,7 @@ def _pc_check_shared(p, flat):
 
 
 def _pc_guard_failed(p, g, binds, sizes):
+    __tracebackhide__ = True
     names = {n: f"{p.checks[i].where}.size({d})" for n, i, d in binds}
     raise p.Err(f"{p.fn_name}: the call breaks a condition the graph was captured under",
                 invariant=3, stage="call", where=g.text, expected=g.text,
@@ -1415,6 +1446,7 @@ def _pc_check_same_size(p, sid, dims, flat):
     sizes = [flat[i].shape[d] for i, d in dims]
     if any(n != sizes[0] for n in sizes):
         names = [f"{p.checks[i].where}.shape[{d}]" for i, d in dims]
+        __tracebackhide__ = True
         raise p.Err(f"{p.fn_name}: dims that share the shape id {sid!r} have different sizes",
                     invariant=3, stage="call", where=", ".join(names),
                     expected=f"one size for shape id {sid!r}",
@@ -1434,6 +1466,7 @@ def _pc_check_distinct(p, flat):
         j = seen.setdefault(key, (i, mutated))
         if j[0] != i and (mutated or j[1]):
             a, b = p.checks[j[0]].where, p.checks[i].where
+            __tracebackhide__ = True
             raise p.Err(f"{p.fn_name}: {a} and {b} share memory, and the artifact writes into "
                         f"{a if j[1] else b}", invariant=4, stage="call", where=f"{a}, {b}",
                         expected="tensors that share no memory, as at capture",
@@ -1443,6 +1476,7 @@ def _pc_check_distinct(p, flat):
 
 
 def _pc_check_dynamic(p, i, t, flat):
+    __tracebackhide__ = True
     c = p.checks[i]
     s = c.spec
     if (not isinstance(t, _pc_torch.Tensor) or t.dtype != c.dtype or t.device != c.device
@@ -1513,6 +1547,7 @@ def _pc_input_table(p, flat):
 
 
 def _pc_fail_wrapper(p, i, t):
+    __tracebackhide__ = True
     where = p.checks[i].where
     raise p.Err(f"{p.fn_name}: {where} is a {type(t).__name__} where the example was a plain "
                 "tensor", invariant=6, stage="call", where=where, expected="torch.Tensor",
@@ -1523,6 +1558,7 @@ def _pc_fail_wrapper(p, i, t):
 
 
 def _pc_fail_tensor(p, i, t, flat):
+    __tracebackhide__ = True
     c = p.checks[i]
     where, s, Err = c.where, c.spec, p.Err
     if not isinstance(t, _pc_torch.Tensor):
@@ -1635,6 +1671,19 @@ def _pc_call_failed(p, e):
                       "memory, use smaller inputs; otherwise report it with the artifact")
 
 
+def _pc_keywords_passed(p, args, kwargs):
+    """forward(m, x=x): the artifact's arguments are positional only, in fn's order."""
+    __tracebackhide__ = True
+    key = next(iter(kwargs))
+    order = ", ".join(p.paths)
+    raise p.Err(f"{p.fn_name}: {key}= was passed by keyword; the artifact's arguments are "
+                "positional only", stage="call", where=f"{key}=",
+                expected=f"{p.nargs} positional arguments, in {p.fn_name}'s order: {order}",
+                actual=f"{len(args)} positional, then keyword "
+                       + ", ".join(f"{k}=" for k in kwargs),
+                hint=f"pass {key} positionally: {p.fn_name}({order})")
+
+
 def _pc_make_forward(meta, graph_call, error_class=None):
     """The artifact's forward(*args), from its metadata literal and its compiled graph."""
     p = _pc_call_plan(_pc_decode(meta, error_class), error_class or PrecompileError)
@@ -1642,7 +1691,10 @@ def _pc_make_forward(meta, graph_call, error_class=None):
     single_out, n_inputs, distinct, Err = p.single_out, len(p.checks), p.distinct, p.Err
     dynamic, has_dtensors = p.dynamic, bool(p.dtensors)
 
-    def forward(*args):
+    def forward(*args, **kwargs):
+        if kwargs:  # an empty dict's truth test: the one cost of naming the keyword
+            __tracebackhide__ = True
+            _pc_keywords_passed(p, args, kwargs)
         try:
             flat = _pc_flatten(p, st, args)
             dts = _pc_unwrap(p, st, flat) if has_dtensors else None
@@ -1659,8 +1711,10 @@ def _pc_make_forward(meta, graph_call, error_class=None):
                 return outs[single_out]
             return _pc_rebuild(p, flat, outs, dts)
         except Err:
+            __tracebackhide__ = True
             raise
         except Exception as e:  # noqa: BLE001 - every failure of a call is a PrecompileError
+            __tracebackhide__ = True
             raise _pc_call_failed(p, e) from e
 
     forward.__name__ = forward.__qualname__ = p.fn_name

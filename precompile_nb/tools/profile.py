@@ -113,7 +113,9 @@ class Profile:
     device: str  # "cpu" / "cuda"
     steps: int
     # wall time of one call, timed apart from the profiler with nothing instrumented
-    # (synchronized on CUDA); the module rows, UNATTRIBUTED included, sum to it
+    # (synchronized on CUDA); the module rows, UNATTRIBUTED included, sum to it, unless the
+    # kernels' profiled time exceeded it (a busy machine): then UNATTRIBUTED is 0, the rows
+    # sum to the kernels' time, and a note says by how much (never a negative row)
     step_seconds: float
     kernels: tuple[KernelTime, ...]  # slowest first
     modules: tuple[ModuleTime, ...]  # slowest first; the UNATTRIBUTED row last
@@ -500,8 +502,8 @@ def _attribute(report: Mapping[str, Any], kernels: Sequence[Mapping[str, Any]],
                for mod in count]
     modules.sort(key=lambda m: -m.seconds)
     attributed = sum(m.seconds for m in modules)
-    notes = _notes(rows, unowned, device, step_s - attributed)
-    modules.append(_unattributed_row(step_s - attributed))
+    notes = _notes(rows, unowned, device, step_s, attributed)
+    modules.append(_unattributed_row(max(0.0, step_s - attributed)))
     rows.sort(key=lambda r: -r.seconds)
     return Profile(fn_name=str(report.get("fn_name")), device=device, steps=steps,
                    step_seconds=step_s, kernels=tuple(rows), modules=tuple(modules),
@@ -511,18 +513,20 @@ def _attribute(report: Mapping[str, Any], kernels: Sequence[Mapping[str, Any]],
 
 def _unattributed_row(seconds: float) -> ModuleTime:
     # the step time no kernel with nodes accounts for: driver checks, allocation, gradient
-    # accumulation, Python, kernels without source nodes. It makes the rows sum to the step.
+    # accumulation, Python, kernels without source nodes. It makes the rows sum to the step
+    # (where the kernels' profiled time did not exceed it: then it is 0).
     return ModuleTime(module=UNATTRIBUTED, forward_seconds=0.0, backward_seconds=0.0,
                       eager_forward_seconds=None, nodes=0, unsplit_seconds=seconds)
 
 
-def _notes(rows: Sequence[KernelTime], unowned: float, device: str,
-           unattributed: float) -> list[str]:
+def _notes(rows: Sequence[KernelTime], unowned: float, device: str, step: float,
+           attributed: float) -> list[str]:
     notes = []
-    if unattributed < 0:
-        notes.append("the kernels took longer under the profiler than the whole step took "
-                     "without it (a busy machine, or a step too short to time): the "
-                     f"{UNATTRIBUTED} row is negative; profile again with more steps")
+    if attributed > step > 0:
+        notes.append(f"kernels {attributed / step:.2f}× the step time, measured apart: the "
+                     "kernels took longer under the profiler than the whole step took without "
+                     "it (a busy machine, or a step too short to time), so the "
+                     f"{UNATTRIBUTED} row shows 0; profile again with more steps")
     by_ops = [r.name for r in rows if r.attribution == "op names"]
     if by_ops:
         notes.append(f"{len(by_ops)} kernel(s) list no source nodes in the report; their time "

@@ -1,6 +1,8 @@
 """The Profile view: Profile.to_data() (tools/profile.py) in, HTML out. Top modules (forward,
-backward, the eager forward beside it) with the unattributed remainder as its own row, top
-kernels, and the slowest graph nodes. Plain data only; nothing here imports torch.
+backward where the step has one, the eager forward beside it) with the unattributed remainder
+as its own row (never negative; the share attributed is capped at 100%, with the ratio said,
+where the profiled kernels took longer than the step timed apart), top kernels, and the
+slowest graph nodes. Plain data only; nothing here imports torch.
 
     html = render_profile_html(prof.to_data())       # a notebook output on its own
     tab = profile_section(prof.to_data(), uid)       # the body of the report's Profile tab
@@ -14,7 +16,8 @@ from typing import Any
 
 from ._common import esc, human_bytes, make_uid, table, wrap
 
-__all__ = ["render_profile_html", "profile_section", "profile_text", "UNATTRIBUTED"]
+__all__ = ["render_profile_html", "profile_section", "profile_text", "has_backward",
+           "UNATTRIBUTED"]
 
 UNATTRIBUTED = "(unattributed)"  # the same name as core.profile.UNATTRIBUTED
 _TOP_KERNELS = 15
@@ -59,15 +62,44 @@ def profile_text(data: Mapping[str, Any]) -> str:
             f"step(s), {len(data.get('kernels') or [])} kernel(s), {len(mods)} module(s)>")
 
 
+def _attributed(data: Mapping[str, Any]) -> float:
+    """The time the module rows other than UNATTRIBUTED hold (the kernels' time that went to
+    graph nodes); it can exceed the step, which is measured apart (Note [how kernels are
+    timed] in tools/profile.py)."""
+    return sum(float(m.get("seconds") or 0.0) for m in data.get("modules") or []
+               if m.get("module") != UNATTRIBUTED)
+
+
+def _share(part: float, step: float, digits: int = 0) -> str:
+    """part of the step in percent, capped at 100% (the kernels, profiled, can take longer
+    than the step, timed without the profiler)."""
+    return f"{min(100.0, 100 * part / step):.{digits}f}%" if step > 0 else "?"
+
+
+def _over(attributed: float, step: float) -> str:
+    """'kernels 1.12× the step time, measured apart' where the attributed time exceeds the
+    step's, else ''."""
+    return (f"kernels {attributed / step:.2f}× the step time, measured apart"
+            if step > 0 and attributed > step * 1.005 else "")
+
+
+def has_backward(data: Mapping[str, Any]) -> bool:
+    """Whether the profiled step has a backward (a training step), not inference."""
+    return (any(float(m.get("backward_seconds") or 0.0) > 0 for m in data.get("modules") or [])
+            or any(float(k.get("backward_fraction") or 0.0) > 0
+                   for k in data.get("kernels") or []))
+
+
 def _headline(data: Mapping[str, Any]) -> str:
     step = float(data.get("step_seconds") or 0.0)
     kernels = float(data.get("kernel_seconds") or 0.0)
-    unattributed = float(data.get("unattributed_seconds") or 0.0)
-    share = f"{100 * (step - unattributed) / step:.0f}%" if step > 0 else "?"
+    attributed = _attributed(data)
+    over = _over(attributed, step)
     parts = [f"<h3>profile of <code>{esc(data.get('fn_name'))}</code></h3>",
              f"<p>one step on <b>{esc(data.get('device'))}</b>: <b>{_ms(step)}</b> "
              f"(median of {esc(data.get('steps'))} calls); kernels, timed under torch.profiler: "
-             f"{_ms(kernels)}; {esc(share)} of the step is attributed to graph nodes.</p>"]
+             f"{_ms(kernels)}; {esc(_share(attributed, step))} of the step is attributed to "
+             "graph nodes" + (f" ({esc(over)}: see the notes)" if over else "") + ".</p>"]
     if data.get("peak_bytes"):
         parts.append(f"<p>peak GPU memory during a step: "
                      f"<b>{esc(human_bytes(data['peak_bytes']))}</b></p>")
@@ -78,41 +110,52 @@ def _headline(data: Mapping[str, Any]) -> str:
     return "".join(parts)
 
 
+def _module_row(m: Mapping[str, Any], total: float, step: float, top: float, backward: bool,
+                has_eager: bool) -> list[Any]:
+    unattributed = str(m.get("module")) == UNATTRIBUTED
+    row = [f"<code>{esc(m.get('module'))}</code>" if not unattributed else esc(m.get("module")),
+           _num(_ms(m.get("forward_seconds")) if not unattributed else "–")]
+    if backward:
+        row.append(_num(_ms(m.get("backward_seconds")) if not unattributed else "–"))
+    row += [_num(_ms(total)), _num(esc(_share(total, step, 1))),
+            _bar(total, top)]
+    if has_eager:
+        fwd = float(m.get("forward_seconds") or 0.0)
+        row += [_num(_ms(m.get("eager_forward_seconds"))),
+                _speed(m.get("eager_forward_seconds"), fwd) if not unattributed else "–"]
+    return row
+
+
 def _modules(data: Mapping[str, Any]) -> str:
     mods = list(data.get("modules") or [])
     step = float(data.get("step_seconds") or 0.0)
-    top = max([float(m.get("seconds") or 0.0) for m in mods] + [0.0])
+    attributed = _attributed(data)
+    # the unattributed remainder is never negative, whatever the data says
+    seconds = [max(0.0, step - attributed) if m.get("module") == UNATTRIBUTED
+               else float(m.get("seconds") or 0.0) for m in mods]
+    top = max(seconds + [0.0])
     has_eager = any(m.get("eager_forward_seconds") is not None for m in mods)
-    rows, classes = [], []
-    for m in mods:
-        total = float(m.get("seconds") or 0.0)
-        name = str(m.get("module"))
-        unattributed = name == UNATTRIBUTED
-        row = [f"<code>{esc(name)}</code>" if not unattributed else esc(name),
-               _num(_ms(m.get("forward_seconds")) if not unattributed else "–"),
-               _num(_ms(m.get("backward_seconds")) if not unattributed else "–"),
-               _num(_ms(total)),
-               _num(esc(f"{100 * total / step:.1f}%") if step > 0 else "?"),
-               _bar(total, top)]
-        if has_eager:
-            fwd = float(m.get("forward_seconds") or 0.0)
-            row += [_num(_ms(m.get("eager_forward_seconds"))),
-                    _speed(m.get("eager_forward_seconds"), fwd) if not unattributed else "–"]
-        rows.append(row)
-        classes.append("pcnb-unattributed" if unattributed else "")
-    headers = ["module", "forward", "backward", "total", "of step", ""]
+    backward = has_backward(data)
+    rows = [_module_row(m, s, step, top, backward, has_eager) for m, s in zip(mods, seconds)]
+    classes = ["pcnb-unattributed" if m.get("module") == UNATTRIBUTED else "" for m in mods]
+    headers = ["module", "forward"] + (["backward"] if backward else []) + [
+        "total", "of step", ""]
     if has_eager:
         headers += ["eager forward", "forward vs eager"]
-    total = sum(float(m.get("seconds") or 0.0) for m in mods)
-    rows.append(["<b>sum</b>", "", "", _num(f"<b>{_ms(total)}</b>"),
-                 _num(esc(f"{100 * total / step:.1f}%") if step > 0 else "?"), ""]
-                + (["", ""] if has_eager else []))
+    over = _over(attributed, step)
+    rows.append(["<b>sum</b>", ""] + ([""] if backward else [])
+                + [_num(f"<b>{_ms(sum(seconds))}</b>"),
+                   _num(esc(_share(sum(seconds), step, 1))
+                        + (f' <span class="pcnb-muted">({esc(over)})</span>' if over else "")),
+                   ""] + (["", ""] if has_eager else []))
     classes.append("")
-    note = ('<p class="pcnb-muted">Each graph node counts toward its innermost module; '
-            "backward nodes count toward the module of the forward op they differentiate. "
+    note = ('<p class="pcnb-muted">Each graph node counts toward its innermost module'
+            + ("; backward nodes count toward the module of the forward op they "
+               "differentiate. " if backward else ". ") +
             f"<i>{esc(UNATTRIBUTED)}</i> is the step time outside every kernel the report "
-            "maps to graph nodes: the artifact's input checks, buffer allocation, gradient "
-            "accumulation into <code>.grad</code>, Python.")
+            "maps to graph nodes: the artifact's input checks, buffer allocation, "
+            + ("gradient accumulation into <code>.grad</code>, " if backward else "")
+            + "Python.")
     if has_eager:
         note += (" The eager column is each module's own forward (its submodules excluded), "
                  "timed by forward hooks around the plain function.")
@@ -134,6 +177,7 @@ def _kernels(data: Mapping[str, Any]) -> str:
     kernels = list(data.get("kernels") or [])
     step = float(data.get("step_seconds") or 0.0)
     top = max([float(k.get("seconds") or 0.0) for k in kernels] + [0.0])
+    backward = has_backward(data)  # inference: every kernel is forward, no "pass" column
     rows = []
     for k in kernels[:_TOP_KERNELS]:
         s = float(k.get("seconds") or 0.0)
@@ -144,18 +188,19 @@ def _kernels(data: Mapping[str, Any]) -> str:
         bwd = float(k.get("backward_fraction") or 0.0)
         direction = "backward" if bwd == 1.0 else "forward" if bwd == 0.0 else "both"
         how = str(k.get("attribution"))
-        rows.append((f"<code>{esc(k.get('name'))}</code>", esc(k.get("kind")), _num(_ms(s)),
-                     _num(esc(f"{100 * s / step:.1f}%") if step > 0 else "?"), _bar(s, top),
+        rows.append([f"<code>{esc(k.get('name'))}</code>", esc(k.get("kind")), _num(_ms(s)),
+                     _num(esc(_share(s, step, 1))), _bar(s, top),
                      _num(esc(k.get("calls"))), _num(esc(human_bytes(k.get("bytes"))))
-                     if k.get("bytes") else _num("–"), esc(direction),
-                     (shown or '<span class="pcnb-muted">none</span>')
-                     + ("" if how == "source nodes"
-                        else f' <span class="pcnb-muted">({esc(how)})</span>')))
+                     if k.get("bytes") else _num("–")] + ([esc(direction)] if backward else [])
+                    + [(shown or '<span class="pcnb-muted">none</span>')
+                       + ("" if how == "source nodes"
+                          else f' <span class="pcnb-muted">({esc(how)})</span>')])
     more = (f'<p class="pcnb-muted">{len(kernels) - _TOP_KERNELS} more kernel(s) not shown.</p>'
             if len(kernels) > _TOP_KERNELS else "")
     return ("<h4>Top kernels</h4>"
-            + table(["kernel", "kind", "per step", "of step", "", "calls", "allocated",
-                     "pass", "graph nodes"], rows, cls="pcnb-profile-kernels") + more
+            + table(["kernel", "kind", "per step", "of step", "", "calls", "allocated"]
+                    + (["pass"] if backward else []) + ["graph nodes"], rows,
+                    cls="pcnb-profile-kernels") + more
             + '<p class="pcnb-muted"><i>allocated</i>: the buffers the graph allocates for '
               "the kernel to write (per step).</p>")
 

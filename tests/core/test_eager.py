@@ -166,6 +166,24 @@ def test_item_is_a_precompile_error_naming_invariant_3():
     assert ei.value.invariant == 3 and "test_eager.py" in ei.value.where
 
 
+def test_item_outside_a_branch_names_the_users_line_not_only_the_graph_node():
+    import torch.fx.proxy as fx_proxy
+    anchors = set(getattr(fx_proxy, "_STACK_TRACE_ANCHORS", ()))
+
+    def fn(m, x):
+        s = m(x).mean().item()  # reads the value into Python
+        return x * s
+
+    with pytest.raises(PrecompileError) as ei:
+        precompile(fn, nn.Linear(3, 3), torch.randn(2, 3), backend="eager")
+    e = ei.value
+    assert e.invariant == 3 and ".item()" in e.what
+    assert "test_eager.py:" in e.where and "s = m(x).mean().item()" in e.where
+    assert e.extra["source"] == e.where and e.extra["nodes"] == ["_local_scalar_dense"]
+    # the torch registry it borrows for that is left as it was found
+    assert set(getattr(fx_proxy, "_STACK_TRACE_ANCHORS", ())) == anchors
+
+
 # -- invariant 5: backward -------------------------------------------------------------------
 
 def test_sgd_loop_through_the_artifact_matches_eager():
@@ -265,6 +283,39 @@ def test_driver_rejects_wrong_arity_shape_dtype_and_structure():
     with pytest.raises(PrecompileError) as ei:
         f(m, x.double())
     assert ei.value.invariant == 6 and ei.value.actual["dtype"] == "float64"
+
+
+def test_example_inputs_by_keyword_are_a_precompile_error_naming_the_keyword():
+    m, x = mlp(), torch.randn(3, 8)
+
+    def step(model, x):
+        return model(x)
+
+    with pytest.raises(PrecompileError) as ei:
+        precompile(step, m, x=x, backend="eager")
+    e = ei.value
+    assert e.stage == "capture" and "x=" in e.where and "positional only" in str(e)
+    assert "precompile(step, model, x)" in e.hint
+    with pytest.raises(PrecompileError, match="did you mean backend=") as ei:
+        precompile(step, m, x, backends="eager")
+    # the options stay keywords
+    f = pc(step, m, x, tracer="make_fx", decompositions=None)
+    torch.testing.assert_close(f(m, x), m(x))
+
+
+def test_calling_the_artifact_with_a_keyword_is_a_precompile_error_naming_it():
+    m, x = mlp(), torch.randn(3, 8)
+
+    def step(model, x):
+        return model(x)
+
+    f = pc(step, m, x)
+    with pytest.raises(PrecompileError) as ei:
+        f(m, x=x)
+    e = ei.value
+    assert e.stage == "call" and e.where == "x=" and "positional only" in str(e)
+    assert e.hint == "pass x positionally: step(model, x)"
+    torch.testing.assert_close(f(m, x), m(x))  # positionally, as ever
 
 
 def test_driver_rejects_other_model_structure_tying_and_param_shape():

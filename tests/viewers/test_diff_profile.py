@@ -127,6 +127,54 @@ def test_profile_view_without_eager_timing_has_no_eager_columns():
     assert "eager forward" not in words and "faster" not in words
 
 
+def _module_cells(section):
+    rows = re.findall(r"<tr[^>]*>(.*?)</tr>", section.split("Top kernels")[0], flags=re.S)
+    return [" ".join(text(r).split()) for r in rows]
+
+
+def test_kernels_longer_than_the_step_show_no_negative_row_and_at_most_100_percent():
+    # a busy machine: the kernels, profiled, took 11.2 ms of a 10 ms step timed apart
+    data = profile_data(unattributed_seconds=-0.0012, kernel_seconds=0.0112)
+    data["modules"][0].update(forward_seconds=0.009, backward_seconds=0.0012, seconds=0.0102)
+    data["modules"][-1].update(unsplit_seconds=-0.0012, seconds=-0.0012)
+    section = profile_section(data, "u3")
+    cells = _module_cells(section)
+    assert cells[3].startswith("(unattributed) – – 0.000 ms 0.0%")
+    assert cells[4].startswith("sum 11.200 ms 100.0% (kernels 1.12× the step time, measured "
+                               "apart)")
+    words = " ".join(text(section).split())
+    assert "100% of the step is attributed to graph nodes (kernels 1.12× the step time" in words
+    assert cells[1].startswith("m.0 9.000 ms 1.200 ms 10.200 ms 100.0%")  # capped too
+    assert "-1.200 ms" not in words and "112" not in words and "102.0%" not in words
+
+
+def test_a_step_the_kernels_fill_exactly_reads_100_percent_without_a_note():
+    data = profile_data(unattributed_seconds=0.0)
+    data["modules"][0].update(forward_seconds=0.008, backward_seconds=0.001, seconds=0.009)
+    data["modules"][-1].update(unsplit_seconds=0.0, seconds=0.0)
+    words = " ".join(text(profile_section(data, "u4")).split())
+    assert "100% of the step is attributed" in words and "measured apart" not in words
+
+
+def test_an_inference_profile_has_no_backward_columns():
+    data = profile_data()
+    for m in data["modules"]:
+        m["backward_seconds"] = 0.0
+    data["modules"][0]["seconds"] = 0.006
+    for k in data["kernels"]:
+        k["backward_fraction"] = 0.0
+    section = profile_section(data, "u5")
+    head = section.split("Top kernels")[0]
+    assert "<th>backward</th>" not in head and "<th>pass</th>" not in section
+    assert "backward nodes count toward" not in section and ".grad" not in section
+    cells = _module_cells(section)
+    assert cells[0].split()[:4] == ["module", "forward", "total", "of"]
+    assert cells[1].startswith("m.0 6.000 ms 6.000 ms 60.0%")
+    # a training step keeps them
+    train = profile_section(profile_data(), "u6")
+    assert "<th>backward</th>" in train and "<th>pass</th>" in train
+
+
 def test_a_profiled_report_gets_a_profile_tab_with_the_graph_coloured_by_time():
     from precompile_nb.viewers.html import render_report_html
     from tests.viewers.viewer_data import load_report

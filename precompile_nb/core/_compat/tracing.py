@@ -14,13 +14,15 @@ from torch.fx.experimental.proxy_tensor import make_fx as _make_fx
 
 
 def make_fx_trace(fn: Callable, inputs: Sequence[Any], *, decompositions, fake_mode=None,
-                  modules: dict[str, torch.nn.Module] | None = None):
+                  modules: dict[str, torch.nn.Module] | None = None,
+                  user_fn: Callable | None = None):
     """Non-strict make_fx trace (2.11-2.14: same keyword names). Closed-over real tensors are
     allowed through as constants so that capture can name every one of them (invariant 1).
     With `fake_mode`, `inputs` are already fake (unbacked dims) and traced as they are.
     `modules` (argument name -> module) become the scope root make_fx records nn_module_stack
     against, so graph nodes know their module path ("m.0"): make_fx looks for the root on
-    `fn._orig_mod` (2.11-2.14)."""
+    `fn._orig_mod` (2.11-2.14). `user_fn` (the user's function that `fn` calls): its lines
+    are recorded in node.meta["stack_trace"] too (_user_stack_traces)."""
     if modules:
         root = torch.nn.Module()
         for name, mod in modules.items():
@@ -34,10 +36,34 @@ def make_fx_trace(fn: Callable, inputs: Sequence[Any], *, decompositions, fake_m
         record_module_stack=True,
         record_stack_traces=True,
     )
-    if fake_mode is None:
-        return tracer(*inputs)
-    with fake_mode:
-        return tracer(*inputs)
+    with _user_stack_traces(user_fn or fn):
+        if fake_mode is None:
+            return tracer(*inputs)
+        with fake_mode:
+            return tracer(*inputs)
+
+
+@contextlib.contextmanager
+def _user_stack_traces(fn: Callable) -> Iterator[None]:
+    """While tracing, fn's own frames count for node.meta["stack_trace"], so a node made on
+    one of fn's lines (an .item(), a closed-over read) names it. make_fx keeps only frames
+    named `forward` and the registered anchors (2.11-2.14: TracerBase._filter_traceback_frames
+    and torch.fx.proxy._STACK_TRACE_ANCHORS, a private set of (filename, co_name)): fn's
+    code is added if absent and removed after. A torch without the set: no change (the
+    errors fall back to the graph node's name)."""
+    import torch.fx.proxy as fx_proxy
+
+    anchors = getattr(fx_proxy, "_STACK_TRACE_ANCHORS", None)
+    code = getattr(fn, "__code__", None)
+    key = (code.co_filename, code.co_name) if code is not None else None
+    if not isinstance(anchors, set) or key is None or key in anchors:
+        yield
+        return
+    anchors.add(key)
+    try:
+        yield
+    finally:
+        anchors.discard(key)
 
 
 def _explicit_table(decompositions: dict | None) -> dict:

@@ -151,7 +151,7 @@ def _trace(flat_fn: Callable, fn: Callable, example_inputs: Sequence[Any], names
             try:
                 gm = _compat.make_fx_trace(
                     flat_fn, trace_inputs, decompositions=decompositions, fake_mode=fake_mode,
-                    modules=_module_args(example_inputs, names))
+                    modules=_module_args(example_inputs, names), user_fn=fn)
                 asserted = [_guard(c, True, symbols, L, None)
                             for c in _compat.runtime_asserts(fake_mode) if str(c) not in before]
                 return gm, tuple(guards) + tuple(g for g in asserted if g is not None)

@@ -75,7 +75,8 @@ def _data_dependent_error(e: BaseException, fn: Callable, symbols: dict[str, tup
             expected="a graph that works for every size of the dim",
             actual=str(e).splitlines()[0],
             hint=_dynamic_dim_fix(e, dim, spec.where, hit[1], hit in L.assumable),
-            extra={"input": spec.where, "dim": hit[1]}))
+            extra={"input": spec.where, "dim": hit[1],
+                   "source": user_frame(e.__traceback__)}))
         return
     P.add(PrecompileError(
         f"{fn_name(fn)}: a value or a branch depends on tensor data",
