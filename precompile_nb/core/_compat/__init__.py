@@ -58,6 +58,8 @@ from .tracing import (  # noqa: F401 - the door re-exports
     is_collective,
     is_dtensor,
     is_tensor_subclass,
+    optimizer_scalar_dtype,
+    optimizer_step_tracing,
     make_fx_trace,
     mark_dynamic,
     mark_unbacked,

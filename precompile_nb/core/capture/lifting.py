@@ -38,6 +38,7 @@ from ...runtime.convention import (
 from .. import _compat
 from ..errors import PrecompileError, Problems
 from .marks import _check_marks
+from .optim import _lift_optimizer, is_optimizer, traced_optimizer
 
 _LITERAL_TYPES = (bool, int, float, str, type(None))
 
@@ -164,6 +165,8 @@ def _lift(example_inputs: Sequence[Any], names: list[str], P: Problems) -> _Lift
         path = names[i]
         if isinstance(a, torch.nn.Module):
             _lift_module(L, a, path, i, P)
+        elif is_optimizer(a):  # Note [optimizer at the boundary] in runtime/driver.py
+            _lift_optimizer(L, a, path, i, P)
         elif isinstance(a, torch.Tensor):
             n = len(L.tensors)
             k = L.add_input(a, path, i, P)
@@ -351,6 +354,9 @@ def _make_flat_fn(fn: Callable, example_inputs: Sequence[Any], L: _Lifted,
                     args.append(a)
                 elif kind == "tensor":
                     args.append(ws[data])
+                elif kind == "optim":
+                    stack.enter_context(traced_optimizer(a, data, ws, state, P))
+                    args.append(a)
                 elif kind == "pytree":
                     spec, slots, leaves = data
                     args.append(pytree.tree_unflatten(
