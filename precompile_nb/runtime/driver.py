@@ -1446,6 +1446,7 @@ def _pc_optim_tensors(p, k, opt, flat):
                 _pc_optim_hyper_differs(p, f"{path}.param_groups[{j}]['{name}']", want, got)
         for name in tensors:
             flat.append(g.get(name))
+    opt._opt_called = True  # what its step() tells an LR scheduler, as eager's would
 
 
 def _pc_optim_zero_state(p, path, rec, state, t, keys, n):

@@ -342,27 +342,35 @@ def _wrapped(L: _Lifted, ts: Sequence[torch.Tensor]) -> list[torch.Tensor]:
     return out
 
 
+def _rebuilt_args(L: _Lifted, example_inputs: Sequence[Any], ws: Sequence[torch.Tensor],
+                  stack: contextlib.ExitStack, state: dict[str, Any], P: Problems) -> list:
+    """fn's arguments on the traced tensors: models reparametrized, optimizers swapped onto
+    them (until `stack` closes), containers rebuilt, baked values as they are."""
+    args = []
+    for (kind, data), a in zip(L.rebuild, example_inputs):
+        if kind == "module":
+            stack.enter_context(_compat.reparametrize(a, {n: ws[k] for n, k in data}))
+            args.append(a)
+        elif kind == "tensor":
+            args.append(ws[data])
+        elif kind == "optim":
+            stack.enter_context(traced_optimizer(a, data, ws, state, P))
+            args.append(a)
+        elif kind == "pytree":
+            spec, slots, leaves = data
+            args.append(pytree.tree_unflatten(
+                [lf if k is None else ws[k] for k, lf in zip(slots, leaves)], spec))
+        else:
+            args.append(data)
+    return args
+
+
 def _make_flat_fn(fn: Callable, example_inputs: Sequence[Any], L: _Lifted,
                   state: dict[str, Any], P: Problems) -> Callable:
     def flat_fn(*ts: torch.Tensor):
         ws = _wrapped(L, ts)
-        args = []
         with contextlib.ExitStack() as stack:
-            for (kind, data), a in zip(L.rebuild, example_inputs):
-                if kind == "module":
-                    stack.enter_context(_compat.reparametrize(a, {n: ws[k] for n, k in data}))
-                    args.append(a)
-                elif kind == "tensor":
-                    args.append(ws[data])
-                elif kind == "optim":
-                    stack.enter_context(traced_optimizer(a, data, ws, state, P))
-                    args.append(a)
-                elif kind == "pytree":
-                    spec, slots, leaves = data
-                    args.append(pytree.tree_unflatten(
-                        [lf if k is None else ws[k] for k, lf in zip(slots, leaves)], spec))
-                else:
-                    args.append(data)
+            args = _rebuilt_args(L, example_inputs, ws, stack, state, P)
             versions = [t._version for t in ts]
             out = fn(*args)
         leaves, spec = pytree.tree_flatten(out)

@@ -31,7 +31,9 @@ def graph_nodes(c: Captured) -> tuple[GraphNodeInfo, ...]:
         return seen
 
     forward = ancestors(user_outs)
-    backward = ancestors(outs[c.n_user_outputs:]) - forward
+    # gradients: what the gradient outputs, or an optimizer's step, read (not the forward)
+    stepped = [n for n in nodes if _optimizer_of(n)]
+    backward = ancestors(outs[c.n_user_outputs:] + stepped) - forward - set(stepped)
     ph_roles = [s.kind for s in c.inputs] + ["constant"] * len(c.constants)
     # autograd sequence number -> the forward op node that recorded it (first one wins)
     forward_of: dict[Any, torch.fx.Node] = {}
@@ -91,6 +93,8 @@ def _module_of(n: torch.fx.Node, known: dict[torch.fx.Node, str], c: Captured,
         k = ph_index - 1
         if 0 <= k < len(c.inputs) and c.inputs[k].kind in ("param", "buffer"):
             return c.inputs[k].where.rsplit(".", 1)[0]
+        if 0 <= k < len(c.inputs) and c.inputs[k].kind in ("state", "hyper"):
+            return c.inputs[k].where.split(".", 1)[0]  # the optimizer argument
         return ""
     if n.op == "output":
         return ""
