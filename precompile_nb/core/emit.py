@@ -32,6 +32,7 @@ from ..runtime.convention import (
     ConstArg,
     Convention,
     ModuleArg,
+    OptimArg,
     PytreeArg,
 )
 from . import warm
@@ -61,6 +62,10 @@ def _signature(conv: Convention) -> str:
             parts.append(f"{a.path}: container of {len(a.leaves)} leaves")
         elif isinstance(a, ConstArg):
             parts.append(f"{a.path} = {a.value!r} (baked)")
+        elif isinstance(a, OptimArg):
+            n = sum(len(q.keys) for g in a.groups for q in g.params)
+            parts.append(f"{a.path}: {a.name} ({sum(len(g.params) for g in a.groups)} params, "
+                         f"{n} state tensors)")
         elif a.same_as >= 0:
             parts.append(f"{a.path}: the same tensor as {conv.inputs[a.same_as].where}")
         else:

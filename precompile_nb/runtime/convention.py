@@ -34,6 +34,9 @@ from .driver import PcInputOut as InputOut
 from .driver import PcLeaf as Leaf
 from .driver import PcMesh as Mesh
 from .driver import PcModuleArg as ModuleArg
+from .driver import PcOptimArg as OptimArg
+from .driver import PcOptimGroup as OptimGroup
+from .driver import PcOptimParam as OptimParam
 from .driver import PcPytreeArg as PytreeArg
 from .driver import PcTensorArg as TensorArg
 from .driver import PcTensorInput as TensorInput
@@ -47,12 +50,12 @@ find_class = _driver._pc_find_class
 placement_text = _driver._pc_placement_text
 mesh_text = _driver._pc_mesh_text
 
-Argument = Union[ModuleArg, TensorArg, ConstArg, PytreeArg]
+Argument = Union[ModuleArg, TensorArg, ConstArg, PytreeArg, OptimArg]
 Output = Union[GraphOut, InputOut, AliasOut, ConstOut]
 
 __all__ = ["AliasOut", "Argument", "ARTIFACT_FORMAT", "ARTIFACT_VERSION", "ConstArg",
            "ConstOut", "Constant", "Convention", "DTensorLayout", "GraphOut", "Guard", "InputOut", "Leaf",
-           "META_NAME", "Mesh", "ModuleArg", "Output", "PytreeArg", "TensorArg", "TensorInput", "WriteBack",
+           "META_NAME", "Mesh", "ModuleArg", "OptimArg", "OptimGroup", "OptimParam", "Output", "PytreeArg", "TensorArg", "TensorInput", "WriteBack",
            "decode", "dense_order", "find_class", "mesh_text", "placement_text",
            "schema_fingerprint", "SECTIONS"]
 
@@ -70,17 +73,20 @@ ARTIFACT_FORMAT = "precompile_nb.artifact"
 # a marker line, emit.marker)
 META_NAME = "_PC_META"
 SECTIONS = ("graph", "metadata", "driver")
-ARTIFACT_VERSION = 4
+ARTIFACT_VERSION = 5
 FINGERPRINTS = {
     2: "171e3cadd88976d991d90287a3f83fc7798119443ab51f09dd6200f436cdfda4",
     # 3: guards on dynamic sizes (mark_dynamic)
     3: "64e16d10a6757c970ee94d89d24c18c83177d2eb8188794d848dae453fc19b6f",
     # 4: DTensor inputs, results and gradients on device meshes
     4: "76a712b17cc14361ca4b7f89cd9efd55ac85b4f0b80ad7233ec0c4911c36c692",
+    # 5: optimizer arguments (state and tensor hyperparameters as graph inputs)
+    5: "0080f1d6cd244af266972bd68d08f19dbb04fb63bc3149d097a2a1c5f2de618c",
 }
 
 _RECORDS = (Convention, TensorInput, Constant, ModuleArg, TensorArg, ConstArg, PytreeArg, Leaf,
-            GraphOut, InputOut, AliasOut, ConstOut, WriteBack, Guard, Mesh, DTensorLayout)
+            GraphOut, InputOut, AliasOut, ConstOut, WriteBack, Guard, Mesh, DTensorLayout,
+            OptimArg, OptimGroup, OptimParam)
 
 
 def decode(meta: Any) -> Convention:

@@ -150,6 +150,9 @@ _PC_KINDS = {
              tuple),
     "value": (_pc_is_value, "a bool/int/float/str/None or a tagged dtype/device", None),
     "data": (_pc_is_data, "nested lists of numbers", None),
+    "values": (lambda v: type(v) is list and all(
+        _pc_is_value(x) or (type(x) is list and all(_pc_is_value(y) for y in x)) for x in v),
+        "a list of baked values (or lists of them)", tuple),
     "bounds": (_pc_is_bounds, "a dict {dim: [lo or None, hi or None]}",
                lambda v: {d: tuple(b) for d, b in v.items()}),
     "ids": (_pc_is_ids, "a dict {dim: shape id}", None),
@@ -191,7 +194,8 @@ class PcTensorInput(_PcRecord):
     """One graph input tensor as the artifact is specialized to it (invariants 2, 3, 6)."""
 
     where: str  # how a person names it: "model.0.weight", "x", "batch['ids']"
-    kind: str  # "param", "buffer" or "input"
+    # "param", "buffer", "input"; an optimizer's "state" tensor or tensor "hyper"parameter
+    kind: str
     arg: int  # the positional argument it comes from
     shape: tuple
     stride: tuple
@@ -204,7 +208,8 @@ class PcTensorInput(_PcRecord):
     # a DTensor: what it must be (Note [DTensor at the boundary]); shape/stride/device above
     # are then its local shard's, which is what the graph takes
     dtensor: object = None
-    _pc_schema = {"where": "str", "kind": ("param", "buffer", "input"), "arg": "nat",
+    _pc_schema = {"where": "str", "kind": ("param", "buffer", "input", "state", "hyper"),
+                  "arg": "nat",
                   "shape": "ints", "stride": "ints", "dtype": "str", "device": "str",
                   "requires_grad": "bool", "dynamic": "bounds", "shape_ids": "ids",
                   "dtensor": ("record?", "PcDTensor")}
@@ -302,6 +307,48 @@ class PcPytreeArg(_PcRecord):
 
 
 @_pc_record
+class PcOptimParam(_PcRecord):
+    """One parameter an optimizer argument steps (Note [optimizer at the boundary])."""
+
+    input: int  # the graph input of the parameter (a model argument's, before the optimizer)
+    keys: tuple  # its state's keys ("step", "exp_avg", ...), each one graph input, in order
+    _pc_schema = {"input": "nat", "keys": "strs"}
+
+
+@_pc_record
+class PcOptimGroup(_PcRecord):
+    """One param_group of an optimizer argument."""
+
+    params: tuple  # PcOptimParam per parameter, in the group's order
+    names: tuple  # the baked hyperparameters, checked per call (invariant 3)
+    values: tuple  # their values (a tuple such as betas as a list)
+    tensors: tuple  # the tensor hyperparameters (a tensor lr), each one graph input, in order
+    _pc_schema = {"params": ("records", PcOptimParam), "names": "strs", "values": "values",
+                  "tensors": "strs"}
+
+
+@_pc_record
+class PcOptimArg(_PcRecord):
+    """A torch.optim.Optimizer argument (Note [optimizer at the boundary]): its state tensors
+    and tensor hyperparameters are graph inputs, its other hyperparameters are baked."""
+
+    path: str
+    module: str  # the optimizer's class, by module and qualified name (checked by identity)
+    name: str
+    groups: tuple  # PcOptimGroup
+    # a parameter with no state yet gets its state as zeros, as the optimizer's own first
+    # step would create it (for the optimizers where zeros is what that step creates)
+    zero_init: bool
+    # fn calls opt.zero_grad() before any gradient is read: the .grad a call finds is dropped
+    # (as eager's zero_grad would); else it must be None (the graph never reads it)
+    grads_cleared: bool
+    _pc_kind = "optimizer"
+    _pc_schema = {"path": "str", "module": "str", "name": "str",
+                  "groups": ("records", PcOptimGroup), "zero_init": "bool",
+                  "grads_cleared": "bool"}
+
+
+@_pc_record
 class PcGraphOut(_PcRecord):
     """A result leaf that is graph output `index`."""
 
@@ -394,7 +441,8 @@ class PcConvention(_PcRecord):
 
 
 _PC_UNIONS = {
-    "ARGS": {c._pc_kind: c for c in (PcModuleArg, PcTensorArg, PcConstArg, PcPytreeArg)},
+    "ARGS": {c._pc_kind: c for c in (PcModuleArg, PcTensorArg, PcConstArg, PcPytreeArg,
+                                     PcOptimArg)},
     "OUTPUTS": {c._pc_kind: c for c in (PcGraphOut, PcInputOut, PcAliasOut, PcConstOut)},
 }
 # the header fields of _PC_META around the convention (read by the package's load)
@@ -493,6 +541,18 @@ def _pc_check_references(conv):
                 _pc_check_same_as(lf.same_as, n_tensors,
                                   f"_PC_META['args'][{i}]['leaves'][{j}]")
                 n_tensors += lf.tensor and lf.same_as < 0
+        elif isinstance(a, PcOptimArg):
+            for j, g in enumerate(a.groups):
+                for m, q in enumerate(g.params):
+                    if q.input >= n_tensors:
+                        raise _PcBadLiteral(
+                            f"_PC_META['args'][{i}]['groups'][{j}]['params'][{m}]['input']",
+                            f"an earlier graph input (< {n_tensors})", q.input)
+                    n_tensors += len(q.keys)
+                n_tensors += len(g.tensors)
+                if len(g.names) != len(g.values):
+                    raise _PcBadLiteral(f"_PC_META['args'][{i}]['groups'][{j}]['values']",
+                                        f"{len(g.names)} values", len(g.values))
     if n_tensors != n_in:
         raise _PcBadLiteral("_PC_META['inputs']", f"{n_tensors} inputs (as the arguments say)",
                             f"{n_in} inputs")
@@ -789,7 +849,7 @@ def _pc_batch_guard(flat, checks):
 # ---------------------------------------------------------------------------------------------
 # The call plan: the convention decoded once into what the per-call stages read.
 
-_PC_TENSOR, _PC_MODULE, _PC_PYTREE, _PC_CONST, _PC_SAME = 0, 1, 2, 3, 4  # argument codes
+_PC_TENSOR, _PC_MODULE, _PC_PYTREE, _PC_CONST, _PC_SAME, _PC_OPTIM = 0, 1, 2, 3, 4, 5  # args
 _PC_OUT_GRAPH, _PC_OUT_INPUT, _PC_OUT_ALIAS, _PC_OUT_CONST, _PC_OUT_DTENSOR = 0, 1, 2, 3, 4
 
 
@@ -837,6 +897,7 @@ class _PcPlan:
     dyn_inputs: tuple  # (graph input, its dims with bounds, contiguous layout) per dynamic one
     dtensors: tuple  # _PcDT per DTensor graph input (Note [DTensor at the boundary])
     meshes: tuple  # PcMesh
+    clear_grads: tuple = ()  # parameters whose .grad a call drops first (opt.zero_grad in fn)
 
 
 @_pc_record
@@ -940,6 +1001,9 @@ def _pc_arg_payloads(conv, Err):
             elif isinstance(a, PcConstArg):
                 codes.append(_PC_CONST)
                 payloads.append(_pc_value(a.value))
+            elif isinstance(a, PcOptimArg):
+                codes.append(_PC_OPTIM)
+                payloads.append(_pc_optim_payload(a, Err, at))
             else:
                 codes.append(_PC_PYTREE)
                 leaves = tuple((lf.path, lf.tensor, _pc_value(lf.value), lf.same_as)
@@ -1014,7 +1078,9 @@ def _pc_call_plan(conv, Err):
                       if lo is not None or hi is not None),
              checks[i].order == tuple(range(len(s.shape))))
             for i, s in enumerate(conv.inputs) if s.dynamic),
-        dtensors=dtensors, meshes=conv.meshes)
+        dtensors=dtensors, meshes=conv.meshes,
+        clear_grads=tuple(q.input for a in conv.args if isinstance(a, PcOptimArg)
+                          and a.grads_cleared for g in a.groups for q in g.params))
 
 
 _PC_GUARD_FNS = {"__builtins__": {}, "min": min, "max": max, "abs": abs}
@@ -1248,6 +1314,8 @@ def _pc_flatten(p, st, args):
             if a is not flat[p.payloads[k]]:
                 __tracebackhide__ = True
                 _pc_not_same(p, p.paths[k], p.payloads[k], a)
+        elif code == _PC_OPTIM:
+            _pc_optim_tensors(p, k, a, flat)
         else:
             want = p.payloads[k]
             if type(a) is not type(want) or a != want:
@@ -1338,6 +1406,146 @@ def _pc_baked_differs(p, where, want, got):
                 actual=repr(got),
                 hint="non-tensor inputs are baked: pass the captured value, or precompile "
                      "again with the new one (or pass it as a tensor)")
+
+
+# ---------------------------------------------------------------------------------------------
+# An optimizer argument
+#
+# Note [optimizer at the boundary]
+#   A torch.optim.Optimizer argument is lifted like a model: its state tensors (exp_avg,
+#   step, momentum_buffer, ...) and tensor hyperparameters (a tensor lr) are graph inputs,
+#   read from the runtime optimizer on every call, its other hyperparameters are baked and
+#   compared per call, and the parameters it steps must be the very tensors of the model
+#   arguments before it. The graph updates parameters and state in place (written back like
+#   buffer mutations). Gradients are consumed inside the graph, so what a call does with the
+#   .grad it finds follows what fn does: when fn calls opt.zero_grad() before it reads any
+#   gradient, the found .grad is dropped first (eager's zero_grad would drop it); otherwise
+#   it must be None (eager would add it to the new gradient, which the graph cannot see).
+#   After the call each parameter's .grad is what the traced fn left (None after
+#   zero_grad()). A parameter with no state yet gets zeros (and step 0), what the optimizer's
+#   own first step creates, for the optimizers where that is so (zero_init).
+
+def _pc_optim_payload(a, Err, at):
+    cls = _pc_find_class(a.module, a.name)
+    if not isinstance(cls, type):
+        raise _pc_load_failure(Err, at, f"the optimizer class {a.module}.{a.name}",
+                               "not found")
+    groups = tuple((tuple((q.input, q.keys) for q in g.params),
+                    tuple((n, tuple(map(_pc_value, v)) if type(v) is list else _pc_value(v))
+                          for n, v in zip(g.names, g.values)), g.tensors) for g in a.groups)
+    return cls, groups, a
+
+
+def _pc_optim_tensors(p, k, opt, flat):
+    """An optimizer's state tensors and tensor hyperparameters onto `flat`, per group: each
+    parameter's state, then the group's tensors; its parameters, class and baked
+    hyperparameters are compared with the captured ones."""
+    cls, groups, rec = p.payloads[k]
+    path = p.paths[k]
+    if type(opt) is not cls or len(opt.param_groups) != len(groups):
+        _pc_optim_differs(p, path, rec, opt)
+    state, check_none = opt.state, not rec.grads_cleared
+    for j, (params, hyper, tensors) in enumerate(groups):
+        g = opt.param_groups[j]
+        ps = g["params"]
+        if len(ps) != len(params):
+            _pc_optim_differs(p, path, rec, opt)
+        for m, (i, keys) in enumerate(params):
+            t = ps[m]
+            if t is not flat[i]:
+                _pc_optim_param_differs(p, path, j, m, i)
+            if check_none and t.grad is not None:
+                _pc_optim_grad_found(p, path, i)
+            s = state.get(t)
+            if not s:
+                s = _pc_optim_zero_state(p, path, rec, state, t, keys, len(flat))
+            if len(s) != len(keys):
+                _pc_optim_state_differs(p, path, i, keys, s)
+            for key in keys:
+                v = s.get(key)
+                if not isinstance(v, _pc_torch.Tensor):
+                    _pc_optim_state_differs(p, path, i, keys, s)
+                flat.append(v)
+        for name, want in hyper:
+            got = g.get(name, _pc_optim_hyper_differs)
+            if got is not want and (type(got) is not type(want) or got != want):
+                _pc_optim_hyper_differs(p, f"{path}.param_groups[{j}]['{name}']", want, got)
+        for name in tensors:
+            flat.append(g.get(name))
+    opt._opt_called = True  # what its step() tells an LR scheduler, as eager's would
+
+
+def _pc_optim_zero_state(p, path, rec, state, t, keys, n):
+    """A parameter's state as zeros, as the optimizer's first step creates it (zero_init)."""
+    if not rec.zero_init:
+        raise p.Err(f"{p.fn_name}: {path} has no state for a parameter it steps",
+                    invariant=1, stage="call", where=f"{path}.state",
+                    expected=f"state {list(keys)}", actual="no state",
+                    hint="run one eager step first (loss.backward(); opt.step(); "
+                         "opt.zero_grad()), or load the optimizer's state_dict")
+    s = state[t] = {}
+    for key in keys:
+        c = p.checks[n].spec
+        n += 1
+        s[key] = _pc_torch.empty_strided(c.shape, c.stride, device=c.device, dtype=_pc_dtype(
+            c.dtype, p.Err, c.where)).zero_()
+    return s
+
+
+def _pc_optim_differs(p, path, rec, opt):
+    groups = getattr(opt, "param_groups", None)
+    raise p.Err(f"{p.fn_name}: {path}: the optimizer differs from the traced one",
+                invariant=2, stage="call", where=path,
+                expected=_PcFields(type=f"{rec.module}.{rec.name}", groups=[
+                    len(g.params) for g in rec.groups]),
+                actual=_PcFields(type=f"{type(opt).__module__}.{type(opt).__qualname__}",
+                                 groups=[len(g.get("params", ())) for g in groups]
+                                 if isinstance(groups, list) else None),
+                hint="build the optimizer as at capture (same class, the same parameters in "
+                     "the same param_groups), or precompile again")
+
+
+def _pc_optim_param_differs(p, path, j, m, i):
+    want = p.checks[i].where
+    raise p.Err(f"{p.fn_name}: {path}.param_groups[{j}]['params'][{m}] is not {want}",
+                invariant=2, stage="call", where=f"{path}.param_groups[{j}]['params'][{m}]",
+                expected=f"the tensor passed as {want}", actual="another tensor",
+                hint="build the optimizer over the parameters of the model you pass "
+                     "(opt = Optimizer(model.parameters(), ...)), in the order of capture")
+
+
+def _pc_optim_grad_found(p, path, i):
+    where = p.checks[i].where
+    raise p.Err(f"{p.fn_name}: {where}.grad holds a gradient from before the call",
+                invariant=5, stage="call", where=f"{where}.grad",
+                expected="None: the graph steps with the gradients fn computes",
+                actual="a tensor (eager would add it to the new gradient)",
+                hint=f"call {path}.zero_grad() before the call, or call it first inside fn "
+                     "(before loss.backward())")
+
+
+def _pc_optim_state_differs(p, path, i, keys, s):
+    where = p.checks[i].where
+    raise p.Err(f"{p.fn_name}: {path}: the state of {where} differs from the traced one",
+                invariant=2, stage="call", where=f"{path}.state[{where}]",
+                expected=f"tensors {list(keys)}",
+                actual={k: type(v).__name__ for k, v in s.items()},
+                hint="build the optimizer as at capture (same class and options, such as "
+                     "amsgrad or momentum), or precompile again")
+
+
+def _pc_optim_hyper_differs(p, where, want, got):
+    if got is _pc_optim_hyper_differs:
+        got = "missing"
+    tensor_hint = (" Pass a tensor instead (e.g. lr=torch.tensor(1e-3) when building the "
+                   "optimizer, as torch.compile recommends for LR schedulers): a tensor "
+                   "hyperparameter is a graph input that may change on every call."
+                   if isinstance(want, float) else "")
+    raise p.Err(f"{p.fn_name}: {where} differs from the value baked at capture",
+                invariant=3, stage="call", where=where, expected=repr(want),
+                actual=repr(got),
+                hint="a float hyperparameter is baked into the graph: set it back, or "
+                     "precompile again with the new value." + tensor_hint)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1612,6 +1820,8 @@ def _pc_run(p, graph_call, flat, dts=None):
             args = flat + p.constants
         else:
             args = [flat[i] for i in p.read] + p.constants
+        for i in p.clear_grads:  # Note [optimizer at the boundary]: fn's zero_grad comes first
+            flat[i].grad = None
         device_types = p.device_types
         if (_pc_is_autocast_enabled(device_types[0]) if len(device_types) == 1
                 else any(_pc_is_autocast_enabled(d) for d in device_types)):

@@ -12,7 +12,7 @@ import torch
 
 from ..runtime.driver import _PC_INVARIANTS
 from ..core.cache import read_tag
-from ..runtime.convention import mesh_text
+from ..runtime.convention import OptimArg, mesh_text
 from ..core.emit import section_lines
 from ..core.errors import PrecompileError
 from ..core.schemas import Artifact
@@ -65,9 +65,34 @@ def report_data(art: Artifact, *, load_stats: dict | None = None) -> dict[str, A
                      "source_nodes": list(k.source_nodes),
                      "line": (k.line + sections.get("graph", 0)) if k.line else 0}
                     for k in lw.kernels],
+        "optimizers": _optimizer_rows(c, lw),
         "invariants": invariant_checklist(art),
         "violation": None,
     }
+
+
+def _optimizer_rows(c: Any, lw: Any) -> list[dict[str, Any]]:
+    """Per optimizer argument: its class, hyperparameters (baked or graph inputs), state
+    inputs, and the part of the step that is its own: graph nodes (role "optimizer",
+    module = the argument) and the kernels made of them."""
+    rows = []
+    for a in lw.convention.args:
+        if not isinstance(a, OptimArg):
+            continue
+        nodes = [n.name for n in c.nodes if n.role == "optimizer" and n.module == a.path]
+        own = set(nodes)
+        rows.append({
+            "path": a.path, "class": f"{a.module}.{a.name}",
+            "params": sum(len(g.params) for g in a.groups),
+            "state_inputs": [c.inputs[q.input].where + f" {list(q.keys)}"
+                             for g in a.groups for q in g.params],
+            "baked": [{n: repr(v) for n, v in zip(g.names, g.values)} for g in a.groups],
+            "tensor_hyperparameters": [list(g.tensors) for g in a.groups],
+            "zero_init": a.zero_init, "grads_cleared": a.grads_cleared,
+            "graph_nodes": nodes,
+            "kernels": [k.name for k in lw.kernels if own & set(k.source_nodes)],
+        })
+    return rows
 
 
 def _input_rows(specs: Any, conv: Any, grads_in: set[int], mutated: set[int],

@@ -39,9 +39,8 @@ from .inductor import (  # noqa: F401 - the door re-exports
     triton_launch_records,
 )
 from .tracing import (  # noqa: F401 - the door re-exports
-    ambient_trace,
-    is_nested,
     DimMarks,
+    ambient_trace,
     assume,
     autocast_enabled_devices,
     backward_op_origins,
@@ -62,6 +61,7 @@ from .tracing import (  # noqa: F401 - the door re-exports
     is_carried_placement,
     is_collective,
     is_dtensor,
+    is_nested,
     is_tensor_subclass,
     lowering_guard_condition,
     make_fx_trace,
@@ -70,6 +70,8 @@ from .tracing import (  # noqa: F401 - the door re-exports
     mesh_groups,
     namedtuple_class,
     no_autocast,
+    optimizer_scalar_dtype,
+    optimizer_step_tracing,
     preserved_rng_state,
     rename_node,
     reparametrize,

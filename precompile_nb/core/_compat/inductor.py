@@ -53,11 +53,30 @@ def inductor_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
         return compiled
 
     layout = {"layout_optimization": False} if dynamic else {}
+    _alpha_as_mul(gm)
     with same_kernel_keys(), inductor_config.patch(layout):
         compiled = compile_fx(gm, list(example_inputs), inner_compile=inner)
     if "source" not in seen:
         raise RuntimeError("precompile_nb internal error: Inductor produced no module source")
     return seen["source"], seen["gm"], compiled
+
+
+def _alpha_as_mul(gm: torch.fx.GraphModule) -> None:
+    """add(a, b, alpha=k) -> add(a, mul(b, k)), in place. Inductor's post-grad pattern that
+    fuses `mm(x, y) + c` into addmm(c, x, y) matches an aten.add whatever its alpha and drops
+    it (seen on 2.13: SGD's weight decay, grad.add(param, alpha=wd) on a gradient that is an
+    mm, stepped the parameter with wd = 1). The same value, in the form it cannot misread."""
+    aten = torch.ops.aten
+    for n in list(gm.graph.nodes):
+        alpha = n.kwargs.get("alpha", 1) if n.op == "call_function" else 1
+        if n.target not in (aten.add.Tensor, aten.sub.Tensor) or alpha == 1:
+            continue
+        with gm.graph.inserting_before(n):
+            scaled = gm.graph.call_function(aten.mul.Tensor, (n.args[1], alpha))
+            scaled.meta = dict(n.args[1].meta) if isinstance(n.args[1], torch.fx.Node) else {}
+        n.args = (n.args[0], scaled)
+        n.kwargs = {k: v for k, v in n.kwargs.items() if k != "alpha"}
+    gm.recompile()
 
 
 @contextlib.contextmanager

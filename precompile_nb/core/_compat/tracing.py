@@ -564,3 +564,32 @@ def is_tensor_subclass(t: torch.Tensor) -> bool:
     from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
     return is_traceable_wrapper_subclass(t)
+
+
+@contextlib.contextmanager
+def optimizer_step_tracing(annotation: dict[str, Any]) -> Iterator[None]:
+    """While an optimizer's step() is traced (Note [optimizer at the boundary] in
+    runtime/driver.py): torch.compiler.is_compiling() answers True, the flag torch.optim's
+    own code reads to keep the step count a tensor (`_get_value`) and to skip its eager-only
+    device checks and grouping, as under torch.compile; and every node recorded is annotated
+    (node.meta["custom"], fx.traceback.annotate under preserve_node_meta) so the graph knows
+    it belongs to the optimizer. Checked on 2.13 (torch.compiler._is_compiling_flag, a module
+    global read by is_compiling); restored after."""
+    import torch.compiler as tc
+    import torch.fx.traceback as fx_traceback
+
+    was = tc._is_compiling_flag
+    tc._is_compiling_flag = True
+    try:
+        with fx_traceback.annotate(annotation):
+            yield
+    finally:
+        tc._is_compiling_flag = was
+
+
+def optimizer_scalar_dtype() -> torch.dtype:
+    """The dtype of an Adam-family "step" count on the CPU, as its first step creates it
+    (torch.optim.optimizer._get_scalar_dtype, 2.11-2.14)."""
+    from torch.optim.optimizer import _get_scalar_dtype
+
+    return _get_scalar_dtype()

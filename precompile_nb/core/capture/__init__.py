@@ -39,6 +39,7 @@ from .lifting import (
 )
 from .marks import _MAX_GUARDS, _data_dependent_error, _guard, _guard_from
 from .nodes import graph_nodes
+from .optim import finish_args
 from .rewrites import (
     _drop_detach,
     _name_placeholders,
@@ -125,7 +126,7 @@ def _convention(fn: Callable, lifted: _Lifted, constants: list, state: dict[str,
                 guards: tuple[Guard, ...], P: Problems) -> Convention:
     """The calling convention as capture knows it (lower refines strides and write-backs)."""
     return Convention(
-        fn_name=fn_name(fn), args=tuple(lifted.args), inputs=tuple(lifted.specs),
+        fn_name=fn_name(fn), args=finish_args(lifted.args, state), inputs=tuple(lifted.specs),
         constants=tuple(constants), out_spec=tree_literal(state["out_spec"], "fn's result", P),
         outputs=tuple(state["out_leaves"]), mutations=(), grads=tuple(state["grads"]),
         check_strides=False, device_index=0, guards=guards, meshes=tuple(lifted.mesh_records))

@@ -38,6 +38,7 @@ from ...runtime.convention import (
 from .. import _compat
 from ..errors import PrecompileError, Problems
 from .marks import _check_marks
+from .optim import _lift_optimizer, is_optimizer, traced_optimizer
 
 _LITERAL_TYPES = (bool, int, float, str, type(None))
 
@@ -171,6 +172,8 @@ def _lift(example_inputs: Sequence[Any], names: list[str], P: Problems) -> _Lift
         path = names[i]
         if isinstance(a, torch.nn.Module):
             _lift_module(L, a, path, i, P)
+        elif is_optimizer(a):  # Note [optimizer at the boundary] in runtime/driver.py
+            _lift_optimizer(L, a, path, i, P)
         elif isinstance(a, torch.Tensor):
             n = len(L.tensors)
             k = L.add_input(a, path, i, P)
@@ -397,24 +400,35 @@ def _wrapped(L: _Lifted, ts: Sequence[torch.Tensor]) -> list[torch.Tensor]:
     return out
 
 
+def _rebuilt_args(L: _Lifted, example_inputs: Sequence[Any], ws: Sequence[torch.Tensor],
+                  stack: contextlib.ExitStack, state: dict[str, Any], P: Problems) -> list:
+    """fn's arguments on the traced tensors: models reparametrized, optimizers swapped onto
+    them (until `stack` closes), containers rebuilt, baked values as they are."""
+    args = []
+    for (kind, data), a in zip(L.rebuild, example_inputs):
+        if kind == "module":
+            stack.enter_context(_compat.reparametrize(a, {n: ws[k] for n, k in data}))
+            args.append(a)
+        elif kind == "tensor":
+            args.append(ws[data])
+        elif kind == "optim":
+            stack.enter_context(traced_optimizer(a, data, ws, state, P))
+            args.append(a)
+        elif kind == "pytree":
+            spec, slots, leaves = data
+            args.append(pytree.tree_unflatten(
+                [lf if k is None else ws[k] for k, lf in zip(slots, leaves)], spec))
+        else:
+            args.append(data)
+    return args
+
+
 def _make_flat_fn(fn: Callable, example_inputs: Sequence[Any], L: _Lifted,
                   state: dict[str, Any], P: Problems) -> Callable:
     def flat_fn(*ts: torch.Tensor):
         ws = _wrapped(L, ts)
-        args = []
         with contextlib.ExitStack() as stack:
-            for (kind, data), a in zip(L.rebuild, example_inputs):
-                if kind == "module":
-                    stack.enter_context(_compat.reparametrize(a, {n: ws[k] for n, k in data}))
-                    args.append(a)
-                elif kind == "tensor":
-                    args.append(ws[data])
-                elif kind == "pytree":
-                    spec, slots, leaves = data
-                    args.append(pytree.tree_unflatten(
-                        [lf if k is None else ws[k] for k, lf in zip(slots, leaves)], spec))
-                else:
-                    args.append(data)
+            args = _rebuilt_args(L, example_inputs, ws, stack, state, P)
             versions = [t._version for t in ts]
             with _compat.decided_random_draws():  # Note [decided random draws]
                 out = fn(*args)

@@ -1,5 +1,6 @@
 """Capture, the graph as plain data for the viewers: one GraphNodeInfo per node, with its
-role (input, parameter, compute, gradient, collective) and the module it belongs to.
+role (input, parameter, compute, gradient, collective, optimizer, and the
+optimizer's state and tensor hyperparameters) and the module it belongs to.
 """
 from __future__ import annotations
 
@@ -30,7 +31,9 @@ def graph_nodes(c: Captured) -> tuple[GraphNodeInfo, ...]:
         return seen
 
     forward = ancestors(user_outs)
-    backward = ancestors(outs[c.n_user_outputs:]) - forward
+    # gradients: what the gradient outputs, or an optimizer's step, read (not the forward)
+    stepped = [n for n in nodes if _optimizer_of(n)]
+    backward = ancestors(outs[c.n_user_outputs:] + stepped) - forward - set(stepped)
     ph_roles = [s.kind for s in c.inputs] + ["constant"] * len(c.constants)
     # autograd sequence number -> the forward op node that recorded it (first one wins)
     forward_of: dict[Any, torch.fx.Node] = {}
@@ -56,15 +59,23 @@ def graph_nodes(c: Captured) -> tuple[GraphNodeInfo, ...]:
             role, target = "output", "output"
         else:
             role = ("collective" if _compat.is_collective(n.target)  # tensor parallelism
+                    else "optimizer" if _optimizer_of(n)
                     else "gradient" if n in backward else "compute")
             target = str(n.target).replace("torch.ops.", "")
-        module = _module_of(n, modules, c, ph_index, forward_of)
+        module = _optimizer_of(n) or _module_of(n, modules, c, ph_index, forward_of)
         modules[n] = module
         infos.append(GraphNodeInfo(
             name=n.name, op=n.op, target=target,
             args=tuple(a.name for a in n.all_input_nodes), shape=shape, dtype=dtype, role=role,
             module=module, stack=user_frame(n.meta.get("stack_trace"))))
     return tuple(infos)
+
+
+def _optimizer_of(n: torch.fx.Node) -> str:
+    """The optimizer argument ("opt") whose step() recorded `n`, or "" (capture/optim.py
+    annotates the nodes of a traced step)."""
+    custom = n.meta.get("custom") or {}
+    return str(custom.get("pc_module", "")) if custom.get("pc_role") == "optimizer" else ""
 
 
 def _module_of(n: torch.fx.Node, known: dict[torch.fx.Node, str], c: Captured,
@@ -82,6 +93,8 @@ def _module_of(n: torch.fx.Node, known: dict[torch.fx.Node, str], c: Captured,
         k = ph_index - 1
         if 0 <= k < len(c.inputs) and c.inputs[k].kind in ("param", "buffer"):
             return c.inputs[k].where.rsplit(".", 1)[0]
+        if 0 <= k < len(c.inputs) and c.inputs[k].kind in ("state", "hyper"):
+            return c.inputs[k].where.split(".", 1)[0]  # the optimizer argument
         return ""
     if n.op == "output":
         return ""
