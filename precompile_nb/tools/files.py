@@ -201,9 +201,9 @@ def load(artifact: Any, cache: Any = None) -> Any:
     docstring): (python_code, cache bytes) -> the callable; (artifact path, cache path) -> a
     PrecompiledRunnable."""
     if isinstance(artifact, str) and not _names_a_file(artifact, cache):
-        if isinstance(cache, (str, os.PathLike)):
+        if isinstance(cache, os.PathLike) or (isinstance(cache, str) and os.path.isfile(cache)):
             raise _wrong_mix("python_code text with a cache path", str(cache))
-        return load_text(artifact, cache)
+        return load_text(artifact, cache)  # load's own checks say a cache must be bytes
     if not isinstance(artifact, (str, os.PathLike)):
         return load_text(artifact, cache)  # load's own checks name what python_code must be
     if cache is not None and not isinstance(cache, (str, os.PathLike)):
