@@ -59,13 +59,18 @@ def test_a_capture_takes_exactly_one_call(tmp_path):
             pass
 
 
-def test_a_block_that_raises_writes_nothing_and_keeps_the_previous_pair(tmp_path):
+def _a_first_pair(art, cache):
+    """A pair captured to `art` and `cache` (eager backend), and what the files hold."""
     m, x = _example()
-    art, cache = tmp_path / "a.py", tmp_path / "other" / "a.bin"
     with precompile.capture(predict, artifact_path=art, cache_path=cache,
                             backend="eager") as cap:
         cap(m, x)
-    before = art.read_text(), cache.read_bytes()
+    return art, cache, (art.read_text(), cache.read_bytes())
+
+
+def test_a_block_that_raises_writes_nothing_and_keeps_the_previous_pair(tmp_path):
+    m, x = _example()
+    art, cache, before = _a_first_pair(tmp_path / "a.py", tmp_path / "other" / "a.bin")
     with pytest.raises(KeyError):
         with precompile.capture(lambda m, x: m(x) * 2, artifact_path=art, cache_path=cache,
                                 backend="eager") as cap:
@@ -143,11 +148,7 @@ def test_a_failed_write_keeps_the_previous_pair_whole(tmp_path, monkeypatch):
     from precompile_nb.tools import files
 
     m, x = _example()
-    art, cache = tmp_path / "a.py", tmp_path / "c" / "a.bin"
-    with precompile.capture(predict, artifact_path=art, cache_path=cache,
-                            backend="eager") as cap:
-        cap(m, x)
-    before = art.read_text(), cache.read_bytes()
+    art, cache, before = _a_first_pair(tmp_path / "a.py", tmp_path / "c" / "a.bin")
     real_replace = os.replace
 
     def fail_on_the_code(src, dst):
