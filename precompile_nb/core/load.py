@@ -132,18 +132,23 @@ def _read_fast(python_code: str) -> tuple[dict[str, Any], Any] | None:
     """(metadata, _PC_WARM) read from the text of the two statements alone, as emit writes
     them (`NAME = <literal>` at the start of a line, continued by indented lines): a warm load
     then never builds the syntax tree of the whole module (a GPT step's is ~450 KB). None when
-    python_code is not laid out so; `_read` then parses it all and says what is wrong."""
+    python_code is not laid out so; `_read` then parses it all and says what is wrong. A
+    metadata literal found so but wrong in a field is that field's PrecompileError at once:
+    parsing the whole module would name the same field (only slower)."""
     if not isinstance(python_code, str):
         return None
+    unreadable = (SyntaxError, ValueError, TypeError, MemoryError, RecursionError, IndexError,
+                  AttributeError)
     try:
         meta = _literal_statement(python_code, META_NAME)
-        if not isinstance(meta, dict):
-            return None
-        return _checked(meta), _literal_statement(python_code, warm.WARM_NAME)
-    except PrecompileError:
+    except unreadable:
         return None
-    except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError, IndexError,
-            AttributeError):
+    if not isinstance(meta, dict):
+        return None
+    checked = _checked(meta)  # a wrong field: its PrecompileError now, as _read would give
+    try:
+        return checked, _literal_statement(python_code, warm.WARM_NAME)
+    except unreadable:
         return None
 
 

@@ -52,8 +52,8 @@ def _meta_of(code: str) -> tuple[dict, int, int]:
     return ast.literal_eval(node.value), start, end
 
 
-def _with_meta(code: str, meta: dict) -> str:
-    _, start, end = _meta_of(code)
+def _with_meta(code: str, meta: dict, span: tuple[int, int] | None = None) -> str:
+    start, end = span or _meta_of(code)[1:]
     return code[:start] + f"{META_NAME} = " + pprint.pformat(meta, sort_dicts=False) + code[end:]
 
 
@@ -145,8 +145,9 @@ def test_every_dropped_renamed_or_retyped_metadata_field_is_a_precompile_error_a
     inductor_code = build(lambda x: (x.add_(1), x[1:], x * 2)[1:], torch.randn(3, 4)).python_code
     n = 0
     for code in (eager_art.python_code, inductor_code):
+        span = _meta_of(code)[1:]
         for path, how, meta in _cases(code):
-            edited = _with_meta(code, meta)
+            edited = _with_meta(code, meta, span)
             with pytest.raises(PrecompileError) as ei:
                 precompile.load(edited, None)
             assert ei.value.invariant == 7 and ei.value.stage == "load", (path, how)
