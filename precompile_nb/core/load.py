@@ -261,7 +261,7 @@ def _take_cache(python_code: str, cache: Any, meta: dict[str, Any], stats: dict[
                               stage="load", where="cache backend",
                               expected=meta["backend"], actual=tag.backend,
                               hint="load each python_code with the cache saved with it")
-    files = _cache.read_files(cache, header)
+    files = _cache.read_files(_cache.frozen(cache), header)  # Note [cache read in place]
     clock.lap("cache_read")
     stats["cache_files"] = len(files)
     if tag.torch != _compat.torch_build_id():

@@ -66,6 +66,8 @@ def test_damage_in_every_part_of_the_cache_is_a_precompile_error_naming_the_fix(
     pair = eager_pair if backend == "eager" else inductor_pair
     cache = pair.cache
     for part, (lo, hi) in _regions(cache).items():
+        if lo == hi:  # an eager cache's payload holds no file: no byte there to damage
+            continue
         for pos in sorted({lo, (lo + hi) // 2, hi - 1}):
             for bit in (0, 7):
                 bad = bytearray(cache)
@@ -155,7 +157,8 @@ def test_hostile_envelope_with_valid_checksums_is_a_precompile_error(eager_pair)
     hostile = {
         "too many digits": envelope(b"1" * 5000),
         "deep nesting": envelope(b"[" * 100_000 + b"]" * 100_000),
-        "version inf": envelope(json.dumps(header).replace('"version": 2', '"version": 1e999')
+        "version inf": envelope(json.dumps(header).replace(f'"version": {cache_mod.VERSION}',
+                                                               '"version": 1e999')
                                 .encode()),
         "version true": envelope(json.dumps(dict(header, version=True)).encode()),
         "not an object": envelope(b"[1, 2]"),

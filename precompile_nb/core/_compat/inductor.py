@@ -354,7 +354,8 @@ def triton_cache_dir(device_index: int) -> str:
     return os.path.join(light_inductor_cache_dir(), "triton", str(device_index))
 
 
-def relocate_cache_file(root: str, rel: str, data: bytes, dest: str) -> bytes:
+def relocate_cache_file(root: str, rel: str, data: bytes | memoryview, dest: str,
+                        ) -> bytes | memoryview:
     """The bytes to install for one cache file at `dest`. Triton (3.x) keeps, beside each
     compiled kernel, a group file `__grp__<name>.json` that lists the kernel's files by
     ABSOLUTE path, and treats a listed file that is not there as a cache miss: installed
@@ -366,7 +367,7 @@ def relocate_cache_file(root: str, rel: str, data: bytes, dest: str) -> bytes:
     import json
 
     try:
-        group = json.loads(data)
+        group = json.loads(bytes(data))
         children = group["child_paths"]
         here = os.path.dirname(dest)
         group["child_paths"] = {c: os.path.join(here, os.path.basename(str(p)))
