@@ -78,9 +78,11 @@ def record(source: str, files: tuple[tuple[str, str, bytes], ...],
     for a CUDA module, "triton_kernels": [{"var", "sha256", "cubin", launch fields...}] from
     `launches` (_compat.triton_launch_records) and "triton_skipped": {var: why}. A kernel
     whose binary is not among `files`, or an extern kernel that is not a torch op, is left out
-    (load then says so and compiles). None when the module uses none of them."""
+    (load then says so and compiles). None when the module uses none of them and imports
+    nothing of torch._inductor; a module of fallback ops alone (a fused op Inductor does not
+    lower, Note [fused inference fast paths]) gets an empty record, so it loads warm too."""
     calls = _scan(ast.parse(source).body)
-    if not calls.cpp and not calls.externs and not calls.triton:
+    if not calls.imports and not calls.cpp and not calls.externs and not calls.triton:
         return None
     cpp_files = {data: rel for root, rel, data in files
                  if root == "inductor" and rel.endswith(".cpp")}
