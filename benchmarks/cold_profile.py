@@ -3,6 +3,10 @@
 
 usage: python benchmarks/cold_profile.py [--workloads a,b] [--device cpu|cuda] [--out DIR]
                                          [--zoo MODEL:WORKLOAD:SIZE,...]
+                                         [--compare-env K=V --repeats N]
+
+With --compare-env, no profile: each case's unprofiled wall time with and without the
+environment setting (e.g. TORCHINDUCTOR_COMPILE_THREADS=1), alternating, N times each.
 
 Workloads are the benchmarks' (`workloads.py`) and, with --zoo, zoo cases
 (`benchmarks/zoo/models.py`, e.g. hf_gpt2:train:tiny). Each row: wall time without the
@@ -54,11 +58,15 @@ t0 = time.perf_counter()
 ctx = torch.no_grad() if inference else torch.enable_grad()
 with ctx:
     if prof: prof.enable()
-    from precompile_nb import precompile
-    code, cache = precompile(fn, *args)
+    from precompile_nb.core import build
+    t_import = time.perf_counter() - t0
+    art = build(fn, *args)
     if prof: prof.disable()
 wall = time.perf_counter() - t0
-out = {{"wall_s": wall, "cache_bytes": len(cache), "kernels": code.count("async_compile.cpp_pybinding(") + code.count("async_compile.triton(")}}
+code, cache = art.python_code, art.cache
+out = {{"wall_s": wall, "cache_bytes": len(cache), "stages": dict(art.stage_seconds,
+        import_precompile_nb=t_import),
+       "kernels": code.count("async_compile.cpp_pybinding(") + code.count("async_compile.triton(")}}
 if prof:
     st = pstats.Stats(prof)
     cum = {{}}
@@ -84,11 +92,11 @@ print(json.dumps(out))
 """
 
 
-def run(case: str, device: str, profile: bool) -> dict:
+def run(case: str, device: str, profile: bool, extra_env: dict | None = None) -> dict:
     with tempfile.TemporaryDirectory(prefix="cold_profile_") as tmp:
         env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=os.path.join(tmp, "inductor"),
                    TRITON_CACHE_DIR=os.path.join(tmp, "triton"), TMPDIR=tmp,
-                   OMP_NUM_THREADS="1")
+                   OMP_NUM_THREADS="1", **(extra_env or {}))
         env.pop("PYTHONPATH", None)
         src = _CHILD.format(root=ROOT, bench=HERE, case=case,
                             device=device, profile=profile)
@@ -115,9 +123,14 @@ def main() -> None:
     ap.add_argument("--zoo", default="", help="comma-separated MODEL:WORKLOAD:SIZE")
     ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     ap.add_argument("--out", default=None)
+    ap.add_argument("--compare-env", default=None, help="K=V: wall times with and without it")
+    ap.add_argument("--repeats", type=int, default=2)
     args = ap.parse_args()
     cases = [w for w in args.workloads.split(",") if w]
     cases += [f"zoo:{z}" for z in args.zoo.split(",") if z]
+    if args.compare_env:
+        compare(cases, args)
+        return
     rows = {}
     for case in cases:
         plain = run(case, args.device, profile=False)
@@ -127,13 +140,32 @@ def main() -> None:
             print(f"{case}: failed\n{plain.get('error') or prof.get('error')}", flush=True)
             continue
         p = phases(prof["split"])
-        print(f"{case}: wall {plain['wall_s']:.1f} s, {plain['kernels']} kernels; profiled "
+        print(f"{case}: wall {plain['wall_s']:.1f} s, {plain['kernels']} kernels, stages "
+              + ", ".join(f"{k} {v:.1f}" for k, v in plain["stages"].items()) + "; profiled "
               + ", ".join(f"{k} {v:.1f}" for k, v in p.items()), flush=True)
         rows[case]["phases"] = p
     if args.out:
         os.makedirs(args.out, exist_ok=True)
         with open(os.path.join(args.out, "cold_profile.json"), "w") as f:
             json.dump(rows, f, indent=1)
+
+
+def compare(cases: list[str], args: argparse.Namespace) -> None:
+    key, _, value = args.compare_env.partition("=")
+    rows = {}
+    for case in cases:
+        walls: dict[str, list[float]] = {"default": [], args.compare_env: []}
+        for _ in range(args.repeats):
+            for label, extra in (("default", None), (args.compare_env, {key: value})):
+                r = run(case, args.device, profile=False, extra_env=extra)
+                walls[label].append(r.get("wall_s", float("nan")))
+        rows[case] = walls
+        print(f"{case}: " + ", ".join(f"{k} min {min(v):.1f} s (all {[round(x, 1) for x in v]})"
+                                      for k, v in walls.items()), flush=True)
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, "compare_env.json"), "w") as f:
+            json.dump({"env": args.compare_env, "rows": rows}, f, indent=1)
 
 
 if __name__ == "__main__":

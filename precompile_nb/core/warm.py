@@ -158,11 +158,14 @@ class _Calls(NamedTuple):
 
 class WarmPlan(NamedTuple):
     """How load runs python_code: "warm" (no compiler; `imports` answers the module's
-    torch._inductor imports) or "compile" (Inductor as usual), and why."""
+    torch._inductor imports) or "compile" (Inductor as usual), and why. `needs`: the cache
+    files (root, relative path) the warm path reads, the only ones load installs for it
+    (Note [install what is read])."""
 
     path: Literal["warm", "compile"]
     reason: str
     imports: dict[str, dict[str, Any]] | None
+    needs: frozenset[tuple[str, str]] = frozenset()
 
 
 def _scan(body: list[ast.stmt]) -> _Calls:
@@ -295,7 +298,9 @@ def plan(graph: list[ast.stmt] | _Calls, warm: Any, *, cache_used: bool, no_cach
                                         types.SimpleNamespace(**ops))
     what = [f"{len(binaries)} C++ kernel(s) loaded directly"] if binaries or not triton else []
     what += [f"{len(triton)} Triton kernel(s) launched from their cubins"] if triton else []
-    return WarmPlan("warm", f"cache in place: {', '.join(what)}, no compiler", imports)
+    needs = frozenset({("inductor", recorded[d]) for d in binaries}
+                      | {("triton", rec["cubin"]) for rec, _ in triton.values()})
+    return WarmPlan("warm", f"cache in place: {', '.join(what)}, no compiler", imports, needs)
 
 
 def _unserved(calls: _Calls, warm: Any) -> str | None:
