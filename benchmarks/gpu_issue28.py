@@ -185,6 +185,11 @@ def main() -> None:
     skip = set(sys.argv[sys.argv.index("--skip") + 1].split(",")) if "--skip" in sys.argv else set()
     os.makedirs(out, exist_ok=True)
     res: dict = {}
+
+    def save() -> None:  # after every part: a run cut by a timeout keeps what it measured
+        with open(os.path.join(out, "gpu_issue28.json"), "w") as f:
+            json.dump(res, f, indent=1)
+
     if "dynamic" not in skip:
         d = res["dynamic"] = {"cold": child(_COLD, out, kind="dynamic")}
         print("dynamic cold", d["cold"], flush=True)
@@ -193,16 +198,19 @@ def main() -> None:
             d[f"load_b{b}"] = child(_LOAD, out, kind="dynamic", batch=b, profile=False)
             print(f"dynamic load b{b}", {k: v for k, v in d[f"load_b{b}"].items()
                                           if k != "top_ops"}, flush=True)
+        save()
         if "tc" not in skip:
             d["tc_cold"] = child(_TC, out, kind="dynamic")
+            save()
     if "effnet" not in skip:
         e = res["effnet"] = {"cold": child(_COLD, out, kind="effnet")}
         print("effnet cold", e["cold"], flush=True)
+        save()
         e["eager"] = child(_EAGER, out, kind="effnet", batch=8, profile=True)
         e["load"] = child(_LOAD, out, kind="effnet", batch=8, profile=True)
+        save()
         e["load_unprofiled"] = child(_LOAD, out, kind="effnet", batch=8, profile=False)
-    with open(os.path.join(out, "gpu_issue28.json"), "w") as f:
-        json.dump(res, f, indent=1)
+    save()
     text = report(res)
     print(text)
     with open(os.path.join(out, "gpu_issue28.md"), "w") as f:
