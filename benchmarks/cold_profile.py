@@ -86,7 +86,7 @@ if prof:
         "emit": c("emit.py", "emit"),
         "pack": c("cache.py", "pack"),
         "import": c("<frozen importlib._bootstrap>", "_find_and_load"),
-        "profiled_total": c("__init__.py", "precompile"),
+        "profiled_total": c("__init__.py", "build"),
     }}
 print(json.dumps(out))
 """
