@@ -107,6 +107,8 @@ def _warm_section(lw: Lowered) -> list[str]:
               if lw.backend == "inductor" else None)
     if record is None:
         return []
+    if lw.tuned_at:  # Note [autotuning dynamic sizes] (lower.py)
+        record["autotuned_at"] = {k: list(v) for k, v in lw.tuned_at.items()}
     return [f"{warm.WARM_NAME} = " + pprint.pformat(record, width=100, sort_dicts=False), ""]
 
 

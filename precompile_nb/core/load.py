@@ -12,6 +12,8 @@ What a cache does on load (documented policy):
                                     cache=None to compile instead
   made by another torch build       a loud RuntimeWarning, the cache is ignored, kernels compile
   not bytes (a str, a number, ...)  PrecompileError (invariant 7)
+Every file of an accepted cache is verified; a warm load then installs only the files it
+reads, the compile path all of them (Note [install what is read]).
 
 Which path runs python_code (forward.__precompile_load__["path"] and ["reason"]):
   "warm"      the cache is in place and the module asks Inductor for nothing but its cached
@@ -40,7 +42,7 @@ import time
 import traceback
 import warnings
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from ..runtime.convention import ARTIFACT_FORMAT, ARTIFACT_VERSION, META_NAME, decode
@@ -210,8 +212,8 @@ def _load(python_code: str, cache: bytes | None) -> Callable[..., Any]:
     warnings.warn(f"precompile.load executes python_code of `{meta['fn_name']}` as code: only "
                   "load artifacts you trust (invariant 7)", UserWarning,
                   stacklevel=_user_stacklevel())
-    stats: dict[str, Any] = {"cache_files": 0, "written": 0, "present": 0, "used": False,
-                             "seconds": clock.seconds}
+    stats: dict[str, Any] = {"cache_files": 0, "written": 0, "present": 0, "deferred": 0,
+                             "used": False, "seconds": clock.seconds}
     installed = _take_cache(python_code, cache, meta, stats, clock)
     calls = warm.recorded_calls(record)
     if calls is None and tree is None:  # no recorded scan (eager backend, older artifact)
@@ -223,7 +225,44 @@ def _load(python_code: str, cache: bytes | None) -> Callable[..., Any]:
                                  if installed.triton else ""))
     stats["path"], stats["reason"] = plan.path, plan.reason
     clock.lap("plan")
-    return _run(python_code, tree, meta, plan, stats, clock)
+    rest = _install(installed.files, plan, meta, stats)
+    clock.lap("cache_install")
+    return _run(python_code, tree, meta, plan, stats, clock, rest)
+
+
+# Note [install what is read]
+#   A cache holds every file Inductor and Triton keep for the artifact's kernels: for a C++
+#   kernel its source and its library, for a Triton kernel its cubin beside the IR, PTX and
+#   metadata files and a group file. The warm path reads only the libraries and the cubins
+#   (WarmPlan.needs), and creating a file costs more than writing its bytes (~0.8 ms a file
+#   on the development machine's disk, most of a large cache's load). So after every file
+#   was verified, a warm load installs what it reads; the rest is installed only should the
+#   warm path fail and the compile path run (Inductor and Triton look for all of them then).
+#   The compile path installs everything, as before. `written` + `present` + `deferred` is
+#   the cache's file count.
+
+
+def _install(files: Sequence[tuple[str, str, Any]], plan: warm.WarmPlan, meta: dict[str, Any],
+             stats: dict[str, Any]) -> list[tuple[str, str, Any]]:
+    """Install what `plan` runs on (Note [install what is read]); returns the files left."""
+    if not files:
+        return []
+    now, rest = list(files), []
+    if plan.path == "warm":
+        now = [f for f in files if (f[0], f[1]) in plan.needs]
+        rest = [f for f in files if (f[0], f[1]) not in plan.needs]
+    _install_now(now, meta, stats)
+    stats["deferred"] = len(rest)
+    return rest
+
+
+def _install_now(files: list[tuple[str, str, Any]], meta: dict[str, Any],
+                 stats: dict[str, Any]) -> None:
+    if files:
+        with _compat.GLOBAL_LOCK:
+            written, present = _cache.install(files, meta["device_index"])
+        stats["written"] += written
+        stats["present"] += present
 
 
 def _read_artifact(python_code: str) -> tuple[ast.Module | None, dict[str, Any], Any]:
@@ -237,18 +276,20 @@ def _read_artifact(python_code: str) -> tuple[ast.Module | None, dict[str, Any],
 
 
 class _Installed(NamedTuple):
-    """What the cache put in place: the relative paths of its inductor and triton files (empty
-    when it was not used), and why not when it was not."""
+    """What the cache puts in place: the relative paths of its inductor and triton files (empty
+    when it is not used), why not when it is not, and its verified files (installed after
+    the plan, Note [install what is read])."""
 
     inductor: set[str]
     triton: set[str]
     why_not: str
+    files: Sequence[tuple[str, str, Any]] = ()
 
 
 def _take_cache(python_code: str, cache: Any, meta: dict[str, Any], stats: dict[str, Any],
                 clock: _Clock) -> _Installed:
-    """Check the cache against python_code (tag, backend), read its verified files and
-    install them when it was made by this torch build (see the policy above)."""
+    """Check the cache against python_code (tag, backend) and read its verified files, to be
+    installed when it was made by this torch build (see the policy above)."""
     # None or empty bytes: no cache. Anything else must be an envelope (read_tag says so
     # when it is not even bytes: a falsy 0 or "" is not silently "no cache").
     if cache is None or (isinstance(cache, (bytes, bytearray, memoryview)) and len(cache) == 0):
@@ -266,7 +307,7 @@ def _take_cache(python_code: str, cache: Any, meta: dict[str, Any], stats: dict[
                               stage="load", where="cache backend",
                               expected=meta["backend"], actual=tag.backend,
                               hint="load each python_code with the cache saved with it")
-    files = _cache.read_files(cache, header)
+    files = _cache.read_files(_cache.frozen(cache), header)  # Note [cache read in place]
     clock.lap("cache_read")
     stats["cache_files"] = len(files)
     if tag.torch != _compat.torch_build_id():
@@ -278,16 +319,14 @@ def _take_cache(python_code: str, cache: Any, meta: dict[str, Any], stats: dict[
                           f"the cache was made by another torch build ({tag.torch})")
     if not files:
         return _Installed(set(), set(), "no cache: Inductor compiles the kernels now")
-    with _compat.GLOBAL_LOCK:
-        stats["written"], stats["present"] = _cache.install(files, meta["device_index"])
-    clock.lap("cache_install")
     stats["used"] = True
     return _Installed({rel for root, rel, _ in files if root == "inductor"},
-                      {rel for root, rel, _ in files if root == "triton"}, "")
+                      {rel for root, rel, _ in files if root == "triton"}, "", files)
 
 
 def _run(python_code: str, tree: ast.Module | None, meta: dict[str, Any],
-         plan: warm.WarmPlan, stats: dict[str, Any], clock: _Clock) -> Callable[..., Any]:
+         plan: warm.WarmPlan, stats: dict[str, Any], clock: _Clock,
+         rest: list[tuple[str, str, Any]]) -> Callable[..., Any]:
     """Compile and execute python_code on the planned path; its `forward`, which carries the
     metadata and the load's stats, and keeps python_code's lines for tracebacks."""
     fn_name = meta["fn_name"]
@@ -300,7 +339,7 @@ def _run(python_code: str, tree: ast.Module | None, meta: dict[str, Any],
         # from the tree when it was parsed (the parse is half the cost), else from the text
         code = _compile(tree, python_code, filename)
         clock.lap("compile")
-        ns = _execute(code, fn_name, plan, stats)
+        ns = _execute(code, meta, plan, stats, rest)
         clock.lap("execute")
     except Exception as e:
         if code is None and isinstance(e, PrecompileError):  # does not parse: as _read says
@@ -381,11 +420,14 @@ def _compile(tree: ast.Module | None, python_code: str, filename: str) -> Any:
     return code
 
 
-def _execute(code: Any, fn_name: str, plan: warm.WarmPlan, stats: dict) -> dict[str, Any]:
+def _execute(code: Any, meta: dict[str, Any], plan: warm.WarmPlan, stats: dict,
+             rest: list[tuple[str, str, Any]]) -> dict[str, Any]:
     """Execute python_code on the planned path; returns its namespace. Should a warm load
     fail to import a cached kernel library (ImportError / OSError: a missing system library,
     a noexec cache dir) or to load a cubin (_compat.load_cubin: an OSError), it says so
-    with a RuntimeWarning and runs the compile path."""
+    with a RuntimeWarning, installs the cache's other files (Note [install what is read])
+    and runs the compile path."""
+    fn_name = meta["fn_name"]
     if plan.path == "warm":
         try:
             return _exec_in(code, fn_name, plan.imports, contextlib.nullcontext())
@@ -394,6 +436,8 @@ def _execute(code: Any, fn_name: str, plan: warm.WarmPlan, stats: dict) -> dict[
             stats["reason"] = f"the warm path failed ({type(e).__name__}: {str(e)[:200]})"
             warnings.warn(f"precompile.load of `{fn_name}`: {stats['reason']}; compiling the "
                           "kernels instead", RuntimeWarning, stacklevel=5)
+            _install_now(rest, meta, stats)
+            stats["deferred"] = 0
     return _exec_in(code, fn_name, None, _compat.running_artifact(stats["used"]))
 
 

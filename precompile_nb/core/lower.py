@@ -185,8 +185,10 @@ def _lower_inductor_once(c: Captured, t0: float, may_assume: bool) -> Lowered:
             if assume is not None:
                 raise assume from e
             raise _lowering_error(c, e) from e
+        tuned_at: dict[str, tuple[int, ...]] = {}
         if cuda and _autotune_at_precompile(c, fgm):
-            _compat.autotune_now(compiled, fake_inputs)
+            shapes, tuned_at = _tuning_shapes(c, fake_inputs, unread)
+            _compat.autotune_now(compiled, fake_inputs, shapes)
         if cuda:  # how the warm load launches each kernel's one binary (Note [warm CUDA load])
             launches = _compat.triton_launch_records(warm.triton_kernel_vars(source))
         files = _collect_files(cache_dir)
@@ -195,17 +197,47 @@ def _lower_inductor_once(c: Captured, t0: float, may_assume: bool) -> Lowered:
     source = _compat.strip_inductor_main(source)
     return Lowered(backend="inductor", source=source, convention=convention,
                    kernels=tuple(parse_kernels(source, _op_names(inner_gm, fgm))),
-                   files=tuple(files), seconds=time.perf_counter() - t0, launches=launches)
+                   files=tuple(files), seconds=time.perf_counter() - t0, launches=launches,
+                   tuned_at=tuned_at)
 
 
 def _autotune_at_precompile(c: Captured, fgm: torch.fx.GraphModule) -> bool:
     """Triton kernels with several configurations pick one by benchmarking at their first
-    run: run a CUDA graph once here (issue: no benchmarking at load or first call), for
-    static sizes, and not when the graph holds collectives (one rank compiling alone would
-    wait for the others forever)."""
-    return (c.tracing_mode == "fake"
-            and not any(n.op == "call_function" and _compat.is_collective(n.target)
-                        for n in fgm.graph.nodes))
+    run: run a CUDA graph once here (issue: no benchmarking at load or first call), at the
+    example's sizes (Note [autotuning dynamic sizes]), and not when the graph holds
+    collectives (one rank compiling alone would wait for the others forever)."""
+    return not any(n.op == "call_function" and _compat.is_collective(n.target)
+                   for n in fgm.graph.nodes)
+
+
+# Note [autotuning dynamic sizes]
+#   A graph with mark_dynamic / mark_unbacked dims is compiled once for the whole range, and
+#   each multi-config Triton kernel of it is autotuned by Inductor at its first run, once:
+#   from then on it keeps the one configuration chosen, whatever the sizes (torch.compile's
+#   dynamic graphs too: they tune at the size of their first call). Left to the first call
+#   after load, that benchmarking is what sent a mark_dynamic artifact down the compile path.
+#   So precompile runs the graph once at the example's sizes, as it does for static graphs:
+#   each kernel keeps one binary, which the warm path launches from its cubin at any size in
+#   the range (its grid is computed from the sizes). The sizes tuned at are recorded in
+#   _PC_WARM["autotuned_at"]. Not done: a choice per size bucket (Inductor's autotuner keeps
+#   one configuration per kernel; several would need a dispatch of our own per call).
+
+
+def _tuning_shapes(c: Captured, fake_inputs: list, unread: tuple[int, ...],
+                   ) -> tuple[list[tuple[tuple[int, ...], tuple[int, ...]]],
+                              dict[str, tuple[int, ...]]]:
+    """(shape, stride) to autotune each lowered graph input at: the example's, and for a
+    graph with dynamic sizes the input names -> shapes tuned at."""
+    kept = [spec for i, spec in enumerate(c.inputs) if i not in unread]
+    out, tuned = [], {}
+    for k, fake in enumerate(fake_inputs):
+        spec = kept[k] if k < len(kept) else None
+        if spec is not None and spec.dynamic:
+            out.append((tuple(spec.shape), tuple(spec.stride)))
+            tuned[spec.where] = tuple(spec.shape)
+        else:
+            out.append((tuple(fake.shape), tuple(fake.stride())))
+    return out, tuned
 
 
 _NOTHING_TO_COMPUTE = """\

@@ -82,6 +82,9 @@ class Lowered:
     # Triton kernel variable -> how its cubin is launched without Triton, or {"why": ...}
     # (_compat.triton_launch_records; empty for CPU modules)
     launches: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # a graph with dynamic sizes, autotuned at precompile: each graph input's name -> the
+    # shape it was tuned at (the example's; Note [autotuning dynamic sizes] in lower.py)
+    tuned_at: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -78,9 +78,11 @@ def record(source: str, files: tuple[tuple[str, str, bytes], ...],
     for a CUDA module, "triton_kernels": [{"var", "sha256", "cubin", launch fields...}] from
     `launches` (_compat.triton_launch_records) and "triton_skipped": {var: why}. A kernel
     whose binary is not among `files`, or an extern kernel that is not a torch op, is left out
-    (load then says so and compiles). None when the module uses none of them."""
+    (load then says so and compiles). None when the module uses none of them and imports
+    nothing of torch._inductor; a module of fallback ops alone (a fused op Inductor does not
+    lower, Note [fused inference fast paths]) gets an empty record, so it loads warm too."""
     calls = _scan(ast.parse(source).body)
-    if not calls.cpp and not calls.externs and not calls.triton:
+    if not calls.imports and not calls.cpp and not calls.externs and not calls.triton:
         return None
     cpp_files = {data: rel for root, rel, data in files
                  if root == "inductor" and rel.endswith(".cpp")}
@@ -156,11 +158,14 @@ class _Calls(NamedTuple):
 
 class WarmPlan(NamedTuple):
     """How load runs python_code: "warm" (no compiler; `imports` answers the module's
-    torch._inductor imports) or "compile" (Inductor as usual), and why."""
+    torch._inductor imports) or "compile" (Inductor as usual), and why. `needs`: the cache
+    files (root, relative path) the warm path reads, the only ones load installs for it
+    (Note [install what is read])."""
 
     path: Literal["warm", "compile"]
     reason: str
     imports: dict[str, dict[str, Any]] | None
+    needs: frozenset[tuple[str, str]] = frozenset()
 
 
 def _scan(body: list[ast.stmt]) -> _Calls:
@@ -293,7 +298,9 @@ def plan(graph: list[ast.stmt] | _Calls, warm: Any, *, cache_used: bool, no_cach
                                         types.SimpleNamespace(**ops))
     what = [f"{len(binaries)} C++ kernel(s) loaded directly"] if binaries or not triton else []
     what += [f"{len(triton)} Triton kernel(s) launched from their cubins"] if triton else []
-    return WarmPlan("warm", f"cache in place: {', '.join(what)}, no compiler", imports)
+    needs = frozenset({("inductor", recorded[d]) for d in binaries}
+                      | {("triton", rec["cubin"]) for rec, _ in triton.values()})
+    return WarmPlan("warm", f"cache in place: {', '.join(what)}, no compiler", imports, needs)
 
 
 def _unserved(calls: _Calls, warm: Any) -> str | None:

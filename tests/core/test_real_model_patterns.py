@@ -235,3 +235,43 @@ def test_a_torch_jit_script_helper_is_captured_with_its_literals():
     with torch.no_grad():
         f = _load(lambda m, x: m(x), m, x)
         torch.testing.assert_close(f(m, x), m(x))
+
+
+def _encoder() -> nn.Module:
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(16, 2, dim_feedforward=32, dropout=0.0, batch_first=True)
+    return nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_transformer_inference_under_no_grad_keeps_the_fused_op_eager_runs():
+    # eager runs nn.TransformerEncoderLayer as one fused op in eval mode under no_grad; the
+    # capture used to decompose it (make_fx's own torch function mode hid the fast path)
+    m, x = _encoder().eval(), torch.randn(2, 5, 16)
+    with torch.no_grad():
+        code, cache = precompile(lambda m, x: m(x), m, x, backend="eager")
+        want = m(x)
+    assert "_transformer_encoder_layer_fwd" in code
+    assert torch.equal(precompile.load(code, cache)(m, x), want)
+    # with gradients enabled eager takes the decomposed path, and so does the capture
+    code, cache = precompile(lambda m, x: m(x), m, x, backend="eager")
+    assert "_transformer_encoder_layer_fwd" not in code
+    torch.testing.assert_close(precompile.load(code, cache)(m, x), want)
+    assert torch.overrides.has_torch_function is torch._C._has_torch_function  # restored
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_a_training_step_precompiled_under_no_grad_still_runs_its_backward():
+    def step(m, x):
+        loss = m(x).pow(2).mean()
+        loss.backward()
+        return loss
+
+    m, x = _encoder().train(), torch.randn(2, 5, 16)
+    with torch.no_grad():
+        f = _load(step, m, x)
+    ref = _encoder().train()
+    want = step(ref, x)
+    torch.testing.assert_close(f(m, x), want)
+    for p, q in zip(m.parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, q.grad)

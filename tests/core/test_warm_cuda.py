@@ -240,3 +240,29 @@ def test_cuda_warm_load_without_records_compiles_and_gives_the_same_result(lm_pa
     report, got = load_fresh(tmp_path, old, old_cache, copy.deepcopy(m), idx, tg, train=True)
     assert report["load"]["path"] == "compile" and "_PC_WARM" in report["load"]["reason"]
     torch.testing.assert_close(got["out"], lm_step(copy.deepcopy(m), idx, tg))
+
+
+@cuda
+def test_cuda_mark_dynamic_cnn_is_autotuned_at_precompile_and_loads_warm(tmp_path):
+    # Note [autotuning dynamic sizes]: a dynamic batch used to leave its multi-config kernels
+    # to be benchmarked at the first call after load, which sent the load down the compile path
+    from tests.core.test_dynamic import SmallResNet
+    from torch._dynamo import mark_dynamic
+
+    from precompile_nb.core.cache import read_tag
+
+    torch.manual_seed(0)
+    m, x = SmallResNet().cuda().eval(), torch.randn(8, 3, 16, 16, device="cuda")
+    mark_dynamic(x, 0)
+    code, cache = precompile(lambda m, x: m(x), m, x)
+    rec = ast.literal_eval(code.split(f"\n{warm.WARM_NAME} = ", 1)[1].split("\n\n", 1)[0])
+    assert rec["autotuned_at"] == {"x": [8, 3, 16, 16]}, rec.get("autotuned_at")
+    assert rec["triton_skipped"] == {}, rec["triton_skipped"]
+    assert any(rel.endswith(".best_config") for _, rel, _, _ in read_tag(cache)[1]["files"])
+    for n in (1, 37):  # other sizes of the range, each in a fresh process
+        xi = torch.randn(n, 3, 16, 16, device="cuda")
+        (tmp_path / str(n)).mkdir()
+        report, got = load_fresh(tmp_path / str(n), code, cache, m, xi, train=False)
+        assert report["load"]["path"] == "warm", report["load"]
+        assert report["heavy"] == [] and report["started"] == [], report
+        torch.testing.assert_close(got["out"], m(xi), atol=1e-4, rtol=1e-4)

@@ -137,12 +137,19 @@ def test_processes_loading_one_inductor_artifact_into_one_empty_shared_cache_dir
     files = shipped_files(inductor_pair.cache)
     for r in reports:
         assert r["ok"], r  # every call in every process right
-        assert r["load"]["written"] + r["load"]["present"] == len(files), r
-    # nothing torn or half-written in the shared directory
+        load = r["load"]
+        assert load["written"] + load["present"] + load["deferred"] == len(files), r
+        assert load["written"] + load["present"] > 0, r
+    # nothing torn or half-written in the shared directory (a warm load installs only the
+    # libraries it loads: Note [install what is read])
+    installed = 0
     for root, rel, data in files:
         path = shared[root].joinpath(*rel.split("/"))
-        assert hashlib.sha256(path.read_bytes()).hexdigest() == \
-            hashlib.sha256(data).hexdigest(), rel
+        if path.exists():
+            installed += 1
+            assert hashlib.sha256(path.read_bytes()).hexdigest() == \
+                hashlib.sha256(data).hexdigest(), rel
+    assert installed == reports[0]["load"]["written"] + reports[0]["load"]["present"]
     for d in shared.values():
         assert not list(d.rglob(".pcnb-*")), "temporary files left behind"
     # the cache ships every binary, the CPU ISA probes included: no process compiles

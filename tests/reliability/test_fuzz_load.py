@@ -66,6 +66,8 @@ def test_damage_in_every_part_of_the_cache_is_a_precompile_error_naming_the_fix(
     pair = eager_pair if backend == "eager" else inductor_pair
     cache = pair.cache
     for part, (lo, hi) in _regions(cache).items():
+        if lo == hi:  # an eager cache's payload holds no file: no byte there to damage
+            continue
         for pos in sorted({lo, (lo + hi) // 2, hi - 1}):
             for bit in (0, 7):
                 bad = bytearray(cache)
@@ -155,7 +157,8 @@ def test_hostile_envelope_with_valid_checksums_is_a_precompile_error(eager_pair)
     hostile = {
         "too many digits": envelope(b"1" * 5000),
         "deep nesting": envelope(b"[" * 100_000 + b"]" * 100_000),
-        "version inf": envelope(json.dumps(header).replace('"version": 2', '"version": 1e999')
+        "version inf": envelope(json.dumps(header).replace(f'"version": {cache_mod.VERSION}',
+                                                               '"version": 1e999')
                                 .encode()),
         "version true": envelope(json.dumps(dict(header, version=True)).encode()),
         "not an object": envelope(b"[1, 2]"),
@@ -269,12 +272,15 @@ def test_damaged_kernel_file_in_the_compiler_cache_is_repaired_on_load(inductor_
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
     files = cache_mod.read_files(inductor_pair.cache, cache_mod.read_tag(inductor_pair.cache)[1])
     f = load_quietly(inductor_pair.python_code, inductor_pair.cache)
-    assert f.__precompile_load__["written"] == len(files)
-    root, rel, data = next(e for e in files if e[1].endswith(".cpp"))  # never mapped code
+    load = f.__precompile_load__
+    assert load["written"] + load["deferred"] == len(files) and load["present"] == 0
+    # a library the warm path loads (replaced by a rename: this process's mapping stays)
+    root, rel, data = next(e for e in files if e[1].endswith(".so")
+                           and tmp_path.joinpath(*e[1].split("/")).exists())
     damaged = tmp_path.joinpath(*rel.split("/"))
     damaged.write_bytes(bytes([data[0] ^ 0xFF]) + data[1:])  # same size, other bytes
     f = load_quietly(inductor_pair.python_code, inductor_pair.cache)
     assert (f.__precompile_load__["written"], f.__precompile_load__["present"]) == (
-        1, len(files) - 1)
+        1, load["written"] - 1)
     assert damaged.read_bytes() == data
     assert_right(f)

@@ -55,6 +55,7 @@ from .tracing import (  # noqa: F401 - the door re-exports
     dtensor_mesh,
     fake_with_unbacked,
     functionalize,
+    fused_fast_paths,
     guard_condition,
     has_effects,
     is_aten_op,

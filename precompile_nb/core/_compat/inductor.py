@@ -194,17 +194,19 @@ def _static_cuda_kernel_class() -> Any:
     return StaticallyLaunchedCudaKernel
 
 
-def autotune_now(compiled: Callable, example_inputs: Sequence[Any]) -> None:
+def autotune_now(compiled: Callable, example_inputs: Sequence[Any],
+                 shapes: Sequence[tuple[tuple[int, ...], tuple[int, ...]]]) -> None:
     """Run a freshly compiled CUDA graph once, inside its private compile cache, so that
     Inductor's autotuner benchmarks every multi-config Triton kernel now and writes its
     choice (`<kernel>.best_config`, 2.11-2.14: CachingAutotuner with autotune_local_cache)
     next to the kernel in the cache the artifact ships: neither load nor the first call
     benchmarks anything. Inputs are stand-ins with the example's sizes, strides, dtypes and
-    devices (random floats, zero integers: valid indices); the timings depend on sizes."""
+    devices (random floats, zero integers: valid indices); the timings depend on sizes.
+    `shapes` gives each input's (shape, stride): the example's, concrete where the fake
+    input's are symbolic (dynamic sizes)."""
     args = []
-    for t in example_inputs:
-        real = torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype,
-                                   device=t.device)
+    for t, (shape, stride) in zip(example_inputs, shapes):
+        real = torch.empty_strided(shape, stride, dtype=t.dtype, device=t.device)
         args.append(real.normal_() if real.is_floating_point() else real.zero_())
     with torch.no_grad():
         compiled(*args)
@@ -354,7 +356,8 @@ def triton_cache_dir(device_index: int) -> str:
     return os.path.join(light_inductor_cache_dir(), "triton", str(device_index))
 
 
-def relocate_cache_file(root: str, rel: str, data: bytes, dest: str) -> bytes:
+def relocate_cache_file(root: str, rel: str, data: bytes | memoryview, dest: str,
+                        ) -> bytes | memoryview:
     """The bytes to install for one cache file at `dest`. Triton (3.x) keeps, beside each
     compiled kernel, a group file `__grp__<name>.json` that lists the kernel's files by
     ABSOLUTE path, and treats a listed file that is not there as a cache miss: installed
@@ -366,7 +369,7 @@ def relocate_cache_file(root: str, rel: str, data: bytes, dest: str) -> bytes:
     import json
 
     try:
-        group = json.loads(data)
+        group = json.loads(bytes(data))
         children = group["child_paths"]
         here = os.path.dirname(dest)
         group["child_paths"] = {c: os.path.join(here, os.path.basename(str(p)))

@@ -5,6 +5,7 @@ each).
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -313,6 +314,64 @@ def tracing_as_a_compiler() -> Iterator[None]:
     finally:
         for f, v in zip(flags, old):
             setattr(torch.compiler, f, v)
+
+
+# Note [fused inference fast paths]
+#   In eval mode with no gradient to record, nn.TransformerEncoderLayer runs one fused op,
+#   aten._transformer_encoder_layer_fwd (2.11-2.15), unless `torch.overrides.
+#   has_torch_function(args)` says an argument overrides torch functions. That function also
+#   answers True whenever any torch function mode is active, and make_fx always runs one of
+#   its own (TorchFunctionMetadataMode, which only records which torch function made a node),
+#   as does capture (_DecidedDraws). So a capture decomposed the layer into ~40 ops that
+#   Inductor compiles, where eager and torch.compile (Dynamo reads the check on the real
+#   arguments) run the fused op: 6.7x torch.compile's cold time on the benchmarks'
+#   transformer inference. While capture traces, the module attribute is answered for the
+#   arguments themselves whenever the only active modes are those two: the fast path is
+#   taken exactly when eager takes it, and the trace holds the op eager runs. Callers that
+#   imported the function by name (torch.nn.functional, the C++ checks) are unaffected; a
+#   user's own mode, or an argument that overrides __torch_function__, still answers True.
+#   The attribute is swapped while at least one capture traces (counted, under a lock, so
+#   overlapping captures in threads restore it once) and only changes the answer on a thread
+#   that is tracing.
+_REAL_HAS_TORCH_FUNCTION = torch.overrides.has_torch_function
+_FAST_PATHS = threading.Lock()
+_fast_path_traces = 0
+_tracing_here = threading.local()
+
+
+def _has_torch_function_of_args(args: Any) -> bool:
+    if not _REAL_HAS_TORCH_FUNCTION(args):
+        return False
+    if not getattr(_tracing_here, "on", False):
+        return True
+    from torch.fx.experimental.proxy_tensor import TorchFunctionMetadataMode
+    from torch.overrides import _get_current_function_mode_stack
+
+    ours = (TorchFunctionMetadataMode, _DecidedDraws)
+    if not all(type(m) in ours for m in _get_current_function_mode_stack()):
+        return True
+    off = torch._C._disabled_torch_function_impl
+    return any(isinstance(a, torch.Tensor) and type(a) is not torch.Tensor
+               and getattr(type(a), "__torch_function__", off) is not off for a in args)
+
+
+@contextlib.contextmanager
+def fused_fast_paths() -> Iterator[None]:
+    """While capture traces: torch.nn's fused inference fast paths are taken as in eager
+    (Note [fused inference fast paths])."""
+    global _fast_path_traces
+    with _FAST_PATHS:
+        _fast_path_traces += 1
+        torch.overrides.has_torch_function = _has_torch_function_of_args
+    was, _tracing_here.on = getattr(_tracing_here, "on", False), True
+    try:
+        yield
+    finally:
+        _tracing_here.on = was
+        with _FAST_PATHS:
+            _fast_path_traces -= 1
+            if _fast_path_traces == 0:
+                torch.overrides.has_torch_function = _REAL_HAS_TORCH_FUNCTION
 
 
 # Note [decided random draws]

@@ -73,7 +73,7 @@ def capture(fn: Callable, example_inputs: Sequence[Any], *,
     flat_fn = _make_flat_fn(fn, example_inputs, lifted, state, P)
     dynamic = any(s.dynamic for s in lifted.specs)
     tracing_mode = "symbolic" if dynamic else "fake"
-    traced = _trace(flat_fn, fn, example_inputs, names, lifted, decompositions, P)
+    traced = _trace_as_called(flat_fn, fn, example_inputs, names, lifted, decompositions, P)
     if traced is None:
         return None
     gm, guards = traced
@@ -132,8 +132,35 @@ def _convention(fn: Callable, lifted: _Lifted, constants: list, state: dict[str,
         check_strides=False, device_index=0, guards=guards, meshes=tuple(lifted.mesh_records))
 
 
+# Note [inference traced as called]
+#   The program always runs under no_grad and returns no autograd history, so capture traced
+#   under enable_grad only so that a backward inside fn is recorded. But eager itself runs
+#   other code when no gradient is recorded: nn.TransformerEncoderLayer's fused fast path
+#   (Note [fused inference fast paths]) is taken only under no_grad. So precompile called
+#   under no_grad (an inference fn, as eager would run it there) traces under no_grad; should
+#   that trace fail or report any problem (fn runs its own backward, which needs gradients),
+#   it traces again as before, under enable_grad, and that trace's outcome is the capture's.
+#   Called with gradients enabled, capture traces once, under enable_grad.
+
+
+def _trace_as_called(flat_fn: Callable, fn: Callable, example_inputs: Sequence[Any],
+                     names: list[str], L: _Lifted, decompositions: dict | None, P: Problems,
+                     ) -> tuple[torch.fx.GraphModule, tuple[Guard, ...]] | None:
+    """_trace under the caller's grad mode first (Note [inference traced as called])."""
+    if not torch.is_grad_enabled():
+        scratch = Problems(collect=True)
+        try:
+            traced = _trace(flat_fn, fn, example_inputs, names, L, decompositions, scratch,
+                            grad=False)
+        except Exception:  # noqa: BLE001 - traced again under enable_grad, errors and all
+            traced = None
+        if traced is not None and not scratch.errors:
+            return traced
+    return _trace(flat_fn, fn, example_inputs, names, L, decompositions, P, grad=True)
+
+
 def _trace(flat_fn: Callable, fn: Callable, example_inputs: Sequence[Any], names: list[str],
-           L: _Lifted, decompositions: dict | None, P: Problems,
+           L: _Lifted, decompositions: dict | None, P: Problems, *, grad: bool,
            ) -> tuple[torch.fx.GraphModule, tuple[Guard, ...]] | None:
     """make_fx of the whole computation; with dynamic dims, repeated under each guard the
     example decides (Note [guards from the example])."""
@@ -146,8 +173,9 @@ def _trace(flat_fn: Callable, fn: Callable, example_inputs: Sequence[Any], names
             fake_mode, trace_inputs, symbols = _compat.fake_with_unbacked(
                 trace_inputs, dynamic, [g.expr for g in guards])
         before = {str(c) for c in _compat.runtime_asserts(fake_mode)}
-        with (_compat.preserved_rng_state(), torch.enable_grad(), _compat.no_autocast(),
-              _compat.backward_op_origins(), _compat.tracing_as_a_compiler(),
+        with (_compat.preserved_rng_state(), torch.set_grad_enabled(grad),
+              _compat.no_autocast(), _compat.backward_op_origins(),
+              _compat.tracing_as_a_compiler(), _compat.fused_fast_paths(),
               models_as_found(example_inputs)):
             try:
                 gm = _compat.make_fx_trace(

@@ -1,0 +1,172 @@
+"""Where a cold precompile's time goes: one fresh process per workload, empty compiler caches,
+`precompile(fn, *args)` under cProfile, its time split into the pipeline's phases.
+
+usage: python benchmarks/cold_profile.py [--workloads a,b] [--device cpu|cuda] [--out DIR]
+                                         [--zoo MODEL:WORKLOAD:SIZE,...]
+                                         [--compare-env K=V --repeats N]
+
+With --compare-env, no profile: each case's unprofiled wall time with and without the
+environment setting (e.g. TORCHINDUCTOR_COMPILE_THREADS=1), alternating, N times each.
+
+Workloads are the benchmarks' (`workloads.py`) and, with --zoo, zoo cases
+(`benchmarks/zoo/models.py`, e.g. hf_gpt2:train:tiny). Each row: wall time without the
+profiler (a second fresh process), then the profiled split, as cumulative times of the
+functions that bound each phase (they nest: lower holds AOTAutograd, which holds Inductor,
+which holds the C++ / Triton compile):
+  import     torch._inductor and the compiler modules, imported by the first precompile
+  capture    make_fx of fn (precompile_nb.core.capture.capture)
+  function.  the functional re-trace before lowering (_compat.functionalize)
+  aot        AOTAutograd inside compile_fx, less compile_fx_inner
+  inductor   compile_fx_inner less the kernel compiles: lowering, scheduling, codegen
+  cpp/triton the C++ compiler / Triton compile calls (in this process or waited on)
+  emit+pack  python_code and the cache envelope
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+_CHILD = r"""
+import cProfile, json, os, pstats, sys, time, warnings
+warnings.simplefilter("ignore")
+sys.path[:0] = [{root!r}, {bench!r}]
+import torch
+torch.set_num_threads(1)
+case = {case!r}
+if case.startswith("zoo:"):
+    from zoo import models
+    _, model, kind, size = case.split(":")
+    spec = models.build(model, size, {device!r})
+    if kind == "train":
+        spec.model.train()
+    else:
+        spec.model.eval()
+    fn, args, inference = spec.fns[kind], (spec.model, *spec.args[kind]), kind != "train"
+else:
+    from workloads import build
+    w = build(case, {device!r})
+    fn, args, inference = w.fn, w.args, w.inference
+prof = cProfile.Profile() if {profile!r} else None
+t0 = time.perf_counter()
+ctx = torch.no_grad() if inference else torch.enable_grad()
+with ctx:
+    if prof: prof.enable()
+    from precompile_nb.core import build
+    t_import = time.perf_counter() - t0
+    art = build(fn, *args)
+    if prof: prof.disable()
+wall = time.perf_counter() - t0
+code, cache = art.python_code, art.cache
+out = {{"wall_s": wall, "cache_bytes": len(cache), "stages": dict(art.stage_seconds,
+        import_precompile_nb=t_import),
+       "kernels": code.count("async_compile.cpp_pybinding(") + code.count("async_compile.triton(")}}
+if prof:
+    st = pstats.Stats(prof)
+    cum = {{}}
+    for (file, line, name), (cc, nc, tt, ct, callers) in st.stats.items():
+        cum.setdefault((os.path.basename(file), name), 0.0)
+        cum[(os.path.basename(file), name)] = max(cum[(os.path.basename(file), name)], ct)
+    def c(file, name):
+        return cum.get((file, name), 0.0)
+    out["split"] = {{
+        "capture": c("__init__.py", "capture"),
+        "functionalize": c("tracing.py", "functionalize"),
+        "compile_fx": c("compile_fx.py", "compile_fx"),
+        "compile_fx_inner": c("compile_fx.py", "compile_fx_inner"),
+        "cpp_build": c("cpp_builder.py", "build"),
+        "triton_compile": c("compiler.py", "compile"),
+        "async_wait": c("async_compile.py", "wait"),
+        "emit": c("emit.py", "emit"),
+        "pack": c("cache.py", "pack"),
+        "import": c("<frozen importlib._bootstrap>", "_find_and_load"),
+        "profiled_total": c("__init__.py", "build"),
+    }}
+print(json.dumps(out))
+"""
+
+
+def run(case: str, device: str, profile: bool, extra_env: dict | None = None) -> dict:
+    with tempfile.TemporaryDirectory(prefix="cold_profile_") as tmp:
+        env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=os.path.join(tmp, "inductor"),
+                   TRITON_CACHE_DIR=os.path.join(tmp, "triton"), TMPDIR=tmp,
+                   OMP_NUM_THREADS="1", **(extra_env or {}))
+        env.pop("PYTHONPATH", None)
+        src = _CHILD.format(root=ROOT, bench=HERE, case=case,
+                            device=device, profile=profile)
+        r = subprocess.run([sys.executable, "-c", src], env=env, capture_output=True,
+                           text=True, timeout=3600)
+    if r.returncode != 0:
+        return {"error": r.stderr[-2000:]}
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def phases(s: dict) -> dict:
+    kernel = max(s["cpp_build"], s["triton_compile"], s["async_wait"])
+    return {"import": s["import"], "capture": s["capture"],
+            "functionalize": s["functionalize"],
+            "aot": max(0.0, s["compile_fx"] - s["compile_fx_inner"]),
+            "inductor": max(0.0, s["compile_fx_inner"] - kernel), "cpp/triton": kernel,
+            "emit+pack": s["emit"] + s["pack"], "profiled": s["profiled_total"]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--workloads", default="tiny_mlp,transformer_infer,transformer_train,"
+                                           "cnn_bn_train")
+    ap.add_argument("--zoo", default="", help="comma-separated MODEL:WORKLOAD:SIZE")
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--compare-env", default=None, help="K=V: wall times with and without it")
+    ap.add_argument("--repeats", type=int, default=2)
+    args = ap.parse_args()
+    cases = [w for w in args.workloads.split(",") if w]
+    cases += [f"zoo:{z}" for z in args.zoo.split(",") if z]
+    if args.compare_env:
+        compare(cases, args)
+        return
+    rows = {}
+    for case in cases:
+        plain = run(case, args.device, profile=False)
+        prof = run(case, args.device, profile=True)
+        rows[case] = {"plain": plain, "profiled": prof}
+        if "error" in plain or "error" in prof:
+            print(f"{case}: failed\n{plain.get('error') or prof.get('error')}", flush=True)
+            continue
+        p = phases(prof["split"])
+        print(f"{case}: wall {plain['wall_s']:.1f} s, {plain['kernels']} kernels, stages "
+              + ", ".join(f"{k} {v:.1f}" for k, v in plain["stages"].items()) + "; profiled "
+              + ", ".join(f"{k} {v:.1f}" for k, v in p.items()), flush=True)
+        rows[case]["phases"] = p
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, "cold_profile.json"), "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+def compare(cases: list[str], args: argparse.Namespace) -> None:
+    key, _, value = args.compare_env.partition("=")
+    rows = {}
+    for case in cases:
+        walls: dict[str, list[float]] = {"default": [], args.compare_env: []}
+        for _ in range(args.repeats):
+            for label, extra in (("default", None), (args.compare_env, {key: value})):
+                r = run(case, args.device, profile=False, extra_env=extra)
+                walls[label].append(r.get("wall_s", float("nan")))
+        rows[case] = walls
+        print(f"{case}: " + ", ".join(f"{k} min {min(v):.1f} s (all {[round(x, 1) for x in v]})"
+                                      for k, v in walls.items()), flush=True)
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, "compare_env.json"), "w") as f:
+            json.dump({"env": args.compare_env, "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
