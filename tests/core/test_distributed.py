@@ -1,8 +1,9 @@
 """torch.distributed on CPU: two gloo ranks on 127.0.0.1, spawned here and always ended.
 
 Tensor parallelism (parallelize_module) trained through the artifact matches eager TP on every
-rank; compile on one rank, load on the others (which compile nothing); FSDP2 is refused with
-a PrecompileError instead of crashing the job. The ranks run tests/core/dist_child.py once
+rank; compile on one rank, load on the others (which compile nothing); FSDP2 (fully_shard) and
+DDP training steps of a tiny transformer match eager FSDP2 / DDP over 3 optimizer steps on
+both ranks, both backends; what stays refused is a PrecompileError, never a crash. The ranks run tests/core/dist_child.py once
 for all scenarios (one process-group start-up for the module), each scenario reported apart.
 """
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 
 CHILD = Path(__file__).with_name("dist_child.py")
-SCENARIOS = ("tp", "one_rank", "fsdp2")
+SCENARIOS = ("tp", "one_rank", "data_parallel")
 TIMEOUT_S = 900  # the whole job on a 2-core CI machine; then every rank is killed
 
 
@@ -100,8 +101,39 @@ def test_one_rank_compiles_and_the_other_loads_compiling_nothing(two_ranks, via)
         assert res["diff"] < 1e-5 and res["grads"] < 1e-5
 
 
-def test_fsdp2_is_refused_with_a_precompile_error_not_a_crash(two_ranks):
-    for res in _scenario(two_ranks, "fsdp2"):
-        assert res["error"] == "PrecompileError"
-        assert res["invariant"] == 4
-        assert "FSDP2" in res["text"] and "fully_shard" in res["text"]
+DATA_PARALLEL = ["ddp_eager", "fsdp2_eager_bf16", "ddp_inductor", "fsdp2_inductor"]
+
+
+@pytest.mark.parametrize("case", DATA_PARALLEL)
+def test_data_parallel_training_matches_eager_fsdp2_and_ddp_on_both_ranks(two_ranks, case):
+    exact = case.endswith("eager") or case.endswith("bf16")  # the same ops, in eager's order
+    results = [res[case] for res in _scenario(two_ranks, "data_parallel")]
+    for r, got in enumerate(results):
+        for step, (loss, want) in enumerate(got["losses"]):
+            assert loss == pytest.approx(want, rel=1e-6 if exact else 1e-5), (r, step)
+        assert max(got["grads"]) < (1e-6 if exact else 1e-5), f"rank {r}: grads differ"
+        assert got["weights"] < (1e-6 if exact else 1e-5), f"rank {r}: weights drift"
+        if case.startswith("fsdp2"):  # the gradients land sharded, as eager FSDP2 leaves them
+            assert got["param"] == ["DTensor", ["S(0)"]]
+            assert {"all_gather_into_tensor", "reduce_scatter_tensor"} <= set(got["collectives"])
+        else:
+            assert got["param"] == ["Parameter", []]
+            assert "all_reduce" in got["collectives"]
+    assert results[0]["losses"] != results[1]["losses"]  # each rank trained on its own batch
+
+
+@pytest.mark.parametrize("case", ["ddp_inductor", "fsdp2_inductor"])
+def test_data_parallel_compiled_on_one_rank_compiles_nothing_on_the_other(two_ranks, case):
+    rank0, rank1 = (res[case] for res in _scenario(two_ranks, "data_parallel"))
+    assert rank0["compiled_here"] and rank0["captures"] == 1 and rank0["cpp_builds"] > 0
+    assert not rank1["compiled_here"]
+    assert rank1["captures"] == 0 and rank1["cpp_builds"] == 0
+
+
+@pytest.mark.parametrize("case, says", [("no_sync", "no_sync"), ("unsharded", "reshard()")])
+def test_what_data_parallel_cannot_capture_is_a_precompile_error_not_a_crash(two_ranks, case,
+                                                                             says):
+    for res in _scenario(two_ranks, "data_parallel"):
+        got = res["refusals"][case]
+        assert got["error"] == "PrecompileError" and got["invariant"] == 4
+        assert says in got["text"]
