@@ -11,7 +11,7 @@ Each scenario runs in turn on every rank and writes what it saw into OUT_DIR/ran
               (fully_shard per block and at the root) and with DDP, artifact vs eager, each
               rank on its own batch: eager backend precompiled on every rank (FSDP2 with a
               bf16 / fp32-reduce mixed precision policy), inductor through
-              precompile_on_one_rank; and what stays refused (DDP no_sync, FSDP2 unsharded)
+              precompile_on_one_rank (what stays refused: tests/core/test_dtensor.py)
 The parent kills the ranks when they run past its timeout.
 """
 import json
@@ -235,32 +235,7 @@ def scenario_data_parallel():
     return {"ddp_eager": train_against_eager("ddp", "eager"),
             "fsdp2_eager_bf16": train_against_eager("fsdp2", "eager", bf16),
             "ddp_inductor": train_against_eager("ddp", "inductor", one_rank=True),
-            "fsdp2_inductor": train_against_eager("fsdp2", "inductor", one_rank=True),
-            "refusals": scenario_refusals()}
-
-
-def scenario_refusals():
-    """What stays refused: DDP's no_sync at capture, FSDP2 unsharded; a PrecompileError on
-    every rank, never a crash."""
-    out = {}
-    ddp = data_parallel("ddp")
-    tok = torch.randint(0, 61, (4, 9))
-    with ddp.no_sync():
-        out["no_sync"] = refused(lambda: precompile(lm_step, ddp, tok))
-    fsdp = data_parallel("fsdp2")
-    fsdp.unshard()
-    out["unsharded"] = refused(lambda: precompile(lm_step, fsdp, tok))
-    fsdp.reshard()
-    return out
-
-
-def refused(call):
-    try:
-        call()
-    except PrecompileError as e:
-        return {"error": type(e).__name__, "invariant": e.invariant, "where": e.where,
-                "text": str(e)}
-    return {"error": None}
+            "fsdp2_inductor": train_against_eager("fsdp2", "inductor", one_rank=True)}
 
 
 results = {}

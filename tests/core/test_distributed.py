@@ -3,7 +3,7 @@
 Tensor parallelism (parallelize_module) trained through the artifact matches eager TP on every
 rank; compile on one rank, load on the others (which compile nothing); FSDP2 (fully_shard) and
 DDP training steps of a tiny transformer match eager FSDP2 / DDP over 3 optimizer steps on
-both ranks, both backends; what stays refused is a PrecompileError, never a crash. The ranks run tests/core/dist_child.py once
+both ranks, both backends (what stays refused: tests/core/test_dtensor.py). The ranks run tests/core/dist_child.py once
 for all scenarios (one process-group start-up for the module), each scenario reported apart.
 """
 from __future__ import annotations
@@ -113,27 +113,19 @@ def test_data_parallel_training_matches_eager_fsdp2_and_ddp_on_both_ranks(two_ra
             assert loss == pytest.approx(want, rel=1e-6 if exact else 1e-5), (r, step)
         assert max(got["grads"]) < (1e-6 if exact else 1e-5), f"rank {r}: grads differ"
         assert got["weights"] < (1e-6 if exact else 1e-5), f"rank {r}: weights drift"
+        ops = " ".join(got["collectives"])  # Inductor writes in-place and _out variants
         if case.startswith("fsdp2"):  # the gradients land sharded, as eager FSDP2 leaves them
             assert got["param"] == ["DTensor", ["S(0)"]]
-            assert {"all_gather_into_tensor", "reduce_scatter_tensor"} <= set(got["collectives"])
+            assert "all_gather_into_tensor" in ops and "reduce_scatter_tensor" in ops
         else:
             assert got["param"] == ["Parameter", []]
-            assert "all_reduce" in got["collectives"]
+            assert "all_reduce" in ops
     assert results[0]["losses"] != results[1]["losses"]  # each rank trained on its own batch
 
 
 @pytest.mark.parametrize("case", ["ddp_inductor", "fsdp2_inductor"])
 def test_data_parallel_compiled_on_one_rank_compiles_nothing_on_the_other(two_ranks, case):
     rank0, rank1 = (res[case] for res in _scenario(two_ranks, "data_parallel"))
-    assert rank0["compiled_here"] and rank0["captures"] == 1 and rank0["cpp_builds"] > 0
+    assert rank0["compiled_here"] and rank0["captures"] == 1
     assert not rank1["compiled_here"]
     assert rank1["captures"] == 0 and rank1["cpp_builds"] == 0
-
-
-@pytest.mark.parametrize("case, says", [("no_sync", "no_sync"), ("unsharded", "reshard()")])
-def test_what_data_parallel_cannot_capture_is_a_precompile_error_not_a_crash(two_ranks, case,
-                                                                             says):
-    for res in _scenario(two_ranks, "data_parallel"):
-        got = res["refusals"][case]
-        assert got["error"] == "PrecompileError" and got["invariant"] == 4
-        assert says in got["text"]

@@ -136,11 +136,33 @@ def test_a_pair_for_another_world_size_or_mesh_is_refused_before_it_loads(mesh):
     assert e.value.invariant == 6 and "['dp', 'tp']" in e.value.actual
 
 
-def test_distributed_data_parallel_is_refused_with_the_fix(mesh):
-    ddp = nn.parallel.DistributedDataParallel(nn.Linear(8, 4))
-    with pytest.raises(PrecompileError, match="DistributedDataParallel") as e:
-        precompile(step, ddp, torch.randn(6, 8))
+def test_ddp_step_gives_eagers_gradients_and_no_sync_is_refused_with_the_fix(mesh):
+    torch.manual_seed(0)
+    ddp, ref = (nn.parallel.DistributedDataParallel(nn.Linear(8, 4)) for _ in range(2))
+    ref.load_state_dict(ddp.state_dict())
+    x = torch.randn(6, 8)
+    f = precompile.load(*precompile(step, ddp, x, backend="eager"))
+    torch.testing.assert_close(f(ddp, x), step(ref, x))
+    for got, want in zip(ddp.parameters(), ref.parameters()):
+        torch.testing.assert_close(got.grad, want.grad)
+    with ddp.no_sync(), pytest.raises(PrecompileError, match="no_sync") as e:
+        precompile(step, ddp, x)
     assert e.value.invariant == 4 and "model.module" in e.value.hint
+
+
+def test_fsdp1_and_an_unsharded_fsdp2_model_are_refused_with_the_fix(mesh):
+    from torch.distributed.fsdp import fully_shard
+    m = fully_shard(nn.Sequential(nn.Linear(8, 4)), mesh=mesh)
+    m.unshard()
+    with pytest.raises(PrecompileError, match="not in its sharded state") as e:
+        precompile(step, m, torch.randn(6, 8))
+    assert e.value.invariant == 4 and "reshard()" in e.value.hint
+    m.reshard()
+    from torch.distributed.fsdp import FullyShardedDataParallel
+    fsdp1 = FullyShardedDataParallel(nn.Linear(8, 4), device_id=torch.device("cpu"))
+    with pytest.raises(PrecompileError, match="FSDP1") as e:
+        precompile(step, fsdp1, torch.randn(6, 8))
+    assert e.value.invariant == 4 and "fully_shard" in e.value.hint
 
 
 @cuda
