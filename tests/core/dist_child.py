@@ -184,23 +184,23 @@ def lm_step(model, tok):
     return loss.detach()
 
 
-def data_parallel(kind, mp=None):
+def data_parallel(kind, mp=None, bucket_cap_mb=None):
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
     from torch.nn.parallel import DistributedDataParallel as DDP
     torch.manual_seed(0)
     m = TinyLM()
     if kind == "ddp":
-        return DDP(m)
+        return DDP(m) if bucket_cap_mb is None else DDP(m, bucket_cap_mb=bucket_cap_mb)
     policy = mp or MixedPrecisionPolicy()
     for b in m.blocks:
         fully_shard(b, mesh=mesh, mp_policy=policy)
     return fully_shard(m, mesh=mesh, mp_policy=policy)
 
 
-def train_against_eager(kind, backend, mp=None, one_rank=False):
+def train_against_eager(kind, backend, mp=None, one_rank=False, bucket_cap_mb=None):
     """3 SGD steps through the artifact and through eager FSDP2/DDP, each rank on its own
     batch; what the ranks saw, and (one_rank) what this rank compiled."""
-    m, ref = data_parallel(kind, mp), data_parallel(kind, mp)
+    m, ref = (data_parallel(kind, mp, bucket_cap_mb) for _ in range(2))
     tok = torch.randint(0, 61, (4, 9), generator=torch.Generator().manual_seed(rank))
     before = dict(counts)
     if one_rank:
@@ -226,13 +226,16 @@ def train_against_eager(kind, backend, mp=None, one_rank=False):
         "collectives": sorted({ln.split("_c10d_functional.")[1].split("(")[0].split(".")[0]
                                for ln in code.splitlines() if "_c10d_functional." in ln
                                and not ln.lstrip().startswith("#")}),
+        "all_reduces": sum("_c10d_functional.all_reduce" in ln for ln in code.splitlines()
+                           if not ln.lstrip().startswith("#")),
         "compiled_here": getattr(f, "compiled_here", True), **compiled}
 
 
 def scenario_data_parallel():
     from torch.distributed.fsdp import MixedPrecisionPolicy
     bf16 = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-    return {"ddp_eager": train_against_eager("ddp", "eager"),
+    # 0.05 MB buckets: the tiny model's ~120 KB of gradients in 3 buckets, 3 all-reduces
+    return {"ddp_eager": train_against_eager("ddp", "eager", bucket_cap_mb=0.05),
             "fsdp2_eager_bf16": train_against_eager("fsdp2", "eager", bf16),
             "ddp_inductor": train_against_eager("ddp", "inductor", one_rank=True),
             "fsdp2_inductor": train_against_eager("fsdp2", "inductor", one_rank=True)}

@@ -150,7 +150,7 @@ def test_ddp_step_gives_eagers_gradients_and_no_sync_is_refused_with_the_fix(mes
     assert e.value.invariant == 4 and "model.module" in e.value.hint
 
 
-def test_fsdp1_and_an_unsharded_fsdp2_model_are_refused_with_the_fix(mesh):
+def test_fsdp1_hsdp_and_an_unsharded_fsdp2_model_are_refused_with_the_fix(mesh):
     from torch.distributed.fsdp import fully_shard
     m = fully_shard(nn.Sequential(nn.Linear(8, 4)), mesh=mesh)
     m.unshard()
@@ -158,6 +158,12 @@ def test_fsdp1_and_an_unsharded_fsdp2_model_are_refused_with_the_fix(mesh):
         precompile(step, m, torch.randn(6, 8))
     assert e.value.invariant == 4 and "reshard()" in e.value.hint
     m.reshard()
+    from torch.distributed.tensor import init_device_mesh
+    mesh2d = init_device_mesh("cpu", (1, 1), mesh_dim_names=("replicate", "shard"))
+    hsdp = fully_shard(nn.Linear(8, 4), mesh=mesh2d)  # a 2-D mesh: HSDP
+    with pytest.raises(PrecompileError, match="more than one dimension") as e:
+        precompile(step, hsdp, torch.randn(6, 8))
+    assert e.value.invariant == 4 and "1-D mesh" in e.value.hint
     from torch.distributed.fsdp import FullyShardedDataParallel
     fsdp1 = FullyShardedDataParallel(nn.Linear(8, 4), device_id=torch.device("cpu"))
     with pytest.raises(PrecompileError, match="FSDP1") as e:

@@ -57,8 +57,9 @@ class FsdpUnit:
 
 
 def fsdp2_units(root: torch.nn.Module) -> list[FsdpUnit]:
-    """The FSDP2 states in `root`'s tree, in named_modules pre-order, each once (2.13-2.15:
-    fully_shard.state(module), FSDPState._fsdp_param_groups, FSDPParam._module_info)."""
+    """The FSDP2 states in `root`'s tree, in named_modules pre-order, each once
+    (fully_shard.state(module), FSDPState._fsdp_param_groups (2.13-2.15) or
+    _fsdp_param_group (2.11), FSDPParam._module_info and sharded_param)."""
     from torch.distributed.fsdp import FSDPModule, fully_shard
 
     units, seen = [], set()
@@ -71,7 +72,10 @@ def fsdp2_units(root: torch.nn.Module) -> list[FsdpUnit]:
         seen.add(id(state))
         params = []
         mp = state._mp_policy
-        for group in state._fsdp_param_groups:
+        groups = getattr(state, "_fsdp_param_groups", None)  # 2.13+: one per mesh
+        if groups is None:  # 2.11: one group a state, or None without parameters
+            groups = [g for g in (state._fsdp_param_group,) if g is not None]
+        for group in groups:
             for fp in group.fsdp_params:
                 info = fp._module_info
                 owners = ((info.module, info.param_name),) + tuple(

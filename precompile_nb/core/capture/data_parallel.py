@@ -19,8 +19,9 @@ Note [data parallel in the graph]
     FSDP2 casts them (cast_forward_inputs, output_dtype). The full parameters stay alive from
     forward to backward (reshard_after_forward changes memory, not values).
   - DDP: the wrapper calls the wrapped module; each gradient, once accumulated in the
-    backward, joins its bucket (DDP's bucket_cap_mb over the parameters in reverse order, one
-    dtype a bucket); a full bucket is divided by the world size, flattened into one tensor,
+    backward, joins its bucket (DDP's bucket_cap_mb, the first bucket DDP's smaller first cap,
+    over the parameters in reverse order, the order in which their gradients become ready,
+    as DDP's rebuilt buckets follow it; one dtype a bucket); a full bucket is divided by the world size, flattened into one tensor,
     all-reduced (sum) on DDP's process group and copied back, as DDP's reducer does. Buckets
     left incomplete (parameters fn does not use) are reduced when the backward ends. Buffers
     are broadcast from the group's rank 0 before each forward where broadcast_buffers.
@@ -85,6 +86,12 @@ def _ddp_plan(m: torch.nn.Module, sub: str, where: str, P: Problems) -> DdpPlan 
     if sub:
         _refuse(P, where, "a DistributedDataParallel nested inside the model", "nested DDP",
                 "pass the DistributedDataParallel wrapper itself as fn's argument")
+        return None
+    inner = _compat.data_parallel_wrapper(m.module)
+    if inner is not None:
+        _refuse(P, where, f"DistributedDataParallel around a {inner[1]} model",
+                f"DDP of {inner[1]}", "use one data-parallel wrapper: DDP of a plain model, "
+                "or FSDP2 (fully_shard) alone")
         return None
     s = _compat.ddp_settings(m)
     if s.comm_hook or s.mixed_precision:
