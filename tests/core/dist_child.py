@@ -184,11 +184,11 @@ def lm_step(model, tok):
     return loss.detach()
 
 
-def data_parallel(kind, mp=None, bucket_cap_mb=None):
+def data_parallel(kind, mp=None, bucket_cap_mb=None, vocab=61):
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
     from torch.nn.parallel import DistributedDataParallel as DDP
     torch.manual_seed(0)
-    m = TinyLM()
+    m = TinyLM(vocab)
     if kind == "ddp":
         return DDP(m) if bucket_cap_mb is None else DDP(m, bucket_cap_mb=bucket_cap_mb)
     policy = mp or MixedPrecisionPolicy()
@@ -199,9 +199,11 @@ def data_parallel(kind, mp=None, bucket_cap_mb=None):
 
 def train_against_eager(kind, backend, mp=None, one_rank=False, bucket_cap_mb=None):
     """3 SGD steps through the artifact and through eager FSDP2/DDP, each rank on its own
-    batch; what the ranks saw, and (one_rank) what this rank compiled."""
-    m, ref = (data_parallel(kind, mp, bucket_cap_mb) for _ in range(2))
-    tok = torch.randint(0, 61, (4, 9), generator=torch.Generator().manual_seed(rank))
+    batch; what the ranks saw, and (one_rank) what this rank compiled. Compiled on one rank,
+    the vocabulary is 64 (even shards: one graph fits both ranks); else 61 (uneven)."""
+    vocab = 64 if one_rank else 61
+    m, ref = (data_parallel(kind, mp, bucket_cap_mb, vocab) for _ in range(2))
+    tok = torch.randint(0, vocab, (4, 9), generator=torch.Generator().manual_seed(rank))
     before = dict(counts)
     if one_rank:
         f = precompile_on_one_rank(lm_step, m, tok, backend=backend)
@@ -238,7 +240,19 @@ def scenario_data_parallel():
     return {"ddp_eager": train_against_eager("ddp", "eager", bucket_cap_mb=0.05),
             "fsdp2_eager_bf16": train_against_eager("fsdp2", "eager", bf16),
             "ddp_inductor": train_against_eager("ddp", "inductor", one_rank=True),
-            "fsdp2_inductor": train_against_eager("fsdp2", "inductor", one_rank=True)}
+            "fsdp2_inductor": train_against_eager("fsdp2", "inductor", one_rank=True),
+            "uneven_one_rank": refused(lambda: precompile_on_one_rank(
+                lm_step, data_parallel("fsdp2"), torch.randint(0, 61, (4, 9)),
+                backend="eager"))}
+
+
+def refused(call):
+    try:
+        call()
+    except PrecompileError as e:
+        return {"error": type(e).__name__, "invariant": e.invariant, "where": e.where,
+                "text": str(e)}
+    return {"error": None}
 
 
 results = {}

@@ -131,3 +131,30 @@ def test_data_parallel_compiled_on_one_rank_compiles_nothing_on_the_other(two_ra
     assert rank0["compiled_here"] and rank0["captures"] == 1
     assert not rank1["compiled_here"]
     assert rank1["captures"] == 0 and rank1["cpp_builds"] == 0
+
+
+def test_an_unevenly_sharded_model_compiled_on_one_rank_is_refused_on_every_rank(two_ranks):
+    for res in _scenario(two_ranks, "data_parallel"):  # FSDP2, vocabulary 61 on 2 ranks
+        got = res["uneven_one_rank"]
+        assert got["error"] == "PrecompileError" and got["invariant"] == 6
+        assert "unevenly" in got["text"] and "precompile on every rank" in got["text"]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("wrapper", ["fsdp2", "ddp"])
+def test_cuda_two_gpus_torchrun_example_matches_eager(wrapper):
+    """examples/torchrun_fsdp.py on 2 GPUs with NCCL (bf16 FSDP2 / DDP, inductor, compiled
+    on rank 0); it exits non-zero where a loss differs from eager's."""
+    import torch
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs 2 CUDA GPUs")
+    root = Path(__file__).parents[2]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root), os.environ.get(
+        "PYTHONPATH", "")]))
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+           "--master-port", str(_free_port()), str(root / "examples" / "torchrun_fsdp.py")]
+    done = subprocess.run(cmd + (["--ddp"] if wrapper == "ddp" else []), env=env, cwd=root,
+                          capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert done.stdout.count("compiled here: False") == 3  # rank 1's three steps
