@@ -204,3 +204,29 @@ def test_the_report_page_lists_dtensor_layouts_and_marks_collectives(mesh):
     page = render_report_html(data)
     assert "DTensor inputs" in page and "Replicate()" in page and "cpu [1]" in page
     assert "collective" in ROLE_COLORS
+
+
+def test_an_optimizer_inside_fn_keeps_fsdp2_state_as_dtensors_like_eager(mesh):
+    from torch.distributed.fsdp import fully_shard
+
+    def opt_step(m, opt, x):
+        loss = m(x).pow(2).mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return loss.detach()
+
+    models = []
+    for _ in range(2):
+        torch.manual_seed(0)
+        models.append(fully_shard(nn.Sequential(nn.Linear(8, 16), nn.GELU(),
+                                                nn.Linear(16, 4)), mesh=mesh))
+    m, ref = models
+    opt, opt_ref = (torch.optim.AdamW(a.parameters(), lr=1e-2) for a in models)
+    x = torch.randn(6, 8)
+    f = precompile.load(*precompile(opt_step, m, opt, x, backend="eager"))
+    for _ in range(3):  # the first call creates the state, the next ones check it
+        torch.testing.assert_close(f(m, opt, x), opt_step(ref, opt_ref, x))
+    for a, b in zip(m.parameters(), ref.parameters()):
+        assert type(opt.state[a]["exp_avg"]) is type(opt_ref.state[b]["exp_avg"])
+        torch.testing.assert_close(a.full_tensor(), b.full_tensor())
