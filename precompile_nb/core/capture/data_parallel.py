@@ -43,13 +43,17 @@ from ..errors import PrecompileError, Problems
 
 @dataclass(frozen=True)
 class Fsdp2Plan:
-    units: tuple[_compat.FsdpUnit, ...]
+    """An FSDP2 model argument: what each fully_shard call manages."""
+
+    units: tuple[_compat.FsdpUnit, ...]  # one per FSDPState, in module order
 
 
 @dataclass(frozen=True)
 class DdpPlan:
-    ddp: torch.nn.Module
-    settings: _compat.DdpSettings
+    """A DistributedDataParallel model argument."""
+
+    ddp: torch.nn.Module  # the wrapper itself (fn's argument)
+    settings: _compat.DdpSettings  # what decides its gradients: group, buckets, buffers
 
 
 Plan = Union[Fsdp2Plan, DdpPlan]
