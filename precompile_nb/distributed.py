@@ -77,6 +77,7 @@ def precompile_on_one_rank(fn: Callable, *example_inputs: Any, src: int = 0,
             hint="call torch.distributed.init_process_group first (torchrun sets the rank "
                  "and world size), or use precompile(...) in a single process")
     t0 = time.perf_counter()
+    _refuse_rank_specific(example_inputs)  # on every rank alike, before anything compiles
     rank, world = dist.get_rank(group), dist.get_world_size(group)
     name = name or f"{getattr(fn, '__name__', 'fn').strip('<>')}_shared"
     status: dict[str, Any] = {}
@@ -125,6 +126,7 @@ def check_pair_for_this_rank(python_code: str, example_inputs: Sequence[Any], *,
     CUDA device index. A mismatch is a PrecompileError (invariant 6) naming both."""
     if src_world_size is not None and src_world_size != world_size:
         raise _mismatch("world size", src_world_size, world_size)
+    _refuse_rank_specific(example_inputs)
     meta = read_meta(python_code)
     conv = decode(meta)
     meshes = _meshes_of(example_inputs)
@@ -157,6 +159,38 @@ def _mismatch(what: str, want: Any, got: Any) -> PrecompileError:
         hint="precompile again in this job (every rank calls precompile_on_one_rank with the "
              "same model layout); a pair from a job with another world size or mesh does "
              "not fit this one")
+
+
+def _refuse_rank_specific(example_inputs: Sequence[Any]) -> None:
+    """A DTensor sharded unevenly (dim 0 of an FSDP2 parameter with 61 rows on 2 ranks: 31
+    and 30) has a local shard of another shape on each rank, so a graph made on one rank
+    does not fit the others. Every rank sees the same global shapes, so every rank raises
+    this alike, before anything compiles or waits."""
+    for where, t in _dtensors_of(example_inputs):
+        mesh = _compat.dtensor_mesh(t)
+        for dim, p in enumerate(t.placements):
+            d = getattr(p, "dim", None)
+            if type(p).__name__ == "Shard" and t.shape[d] % mesh.shape[dim]:
+                raise PrecompileError(
+                    f"{where} is sharded unevenly, so its local shard has another shape "
+                    "on each rank", invariant=6, stage="capture", where=where,
+                    expected=f"a dim {d} divisible by the mesh's {mesh.shape[dim]} ranks "
+                             "(one graph fits every rank)",
+                    actual=f"global shape {list(t.shape)}, placements {list(t.placements)}",
+                    hint=f"pad dim {d} to a multiple of {mesh.shape[dim]} (e.g. the "
+                         "vocabulary), or precompile on every rank (plain precompile), "
+                         "where each rank's graph is made for its own shard")
+
+
+def _dtensors_of(example_inputs: Sequence[Any]) -> list[tuple[str, Any]]:
+    out = []
+    for i, a in enumerate(example_inputs):
+        if isinstance(a, torch.nn.Module):
+            named = list(a.named_parameters()) + list(a.named_buffers())
+        else:
+            named = [(str(k), t) for k, t in enumerate(torch.utils._pytree.tree_leaves(a))]
+        out += [(f"args[{i}].{n}", t) for n, t in named if _compat.is_dtensor(t)]
+    return out
 
 
 def _meshes_of(example_inputs: Sequence[Any]) -> set[tuple[str, tuple[int, ...], Any]]:

@@ -1487,8 +1487,14 @@ def _pc_optim_zero_state(p, path, rec, state, t, keys, n):
     for key in keys:
         c = p.checks[n].spec
         n += 1
-        s[key] = _pc_torch.empty_strided(c.shape, c.stride, device=c.device, dtype=_pc_dtype(
+        zeros = _pc_torch.empty_strided(c.shape, c.stride, device=c.device, dtype=_pc_dtype(
             c.dtype, p.Err, c.where)).zero_()
+        lay = c.dtensor
+        if lay is not None:  # the state of a DTensor parameter (TP, FSDP2): on its mesh
+            zeros = type(t).from_local(
+                zeros, t._spec.mesh, _pc_placements(lay.placements, p.Err, c.where),
+                run_check=False, shape=_pc_torch.Size(lay.shape), stride=tuple(lay.stride))
+        s[key] = zeros
     return s
 
 

@@ -7,7 +7,11 @@ Each scenario runs in turn on every rank and writes what it saw into OUT_DIR/ran
               and a DTensor input (Shard(0)) through a distribute_module Linear
   one_rank    precompile_on_one_rank through the process group and through a directory;
               how many captures and C++ builds each rank ran
-  fsdp2       fully_shard: refused at capture with a PrecompileError on every rank
+  data_parallel  a tiny transformer (2 blocks, d=32) trained 3 SGD steps with FSDP2
+              (fully_shard per block and at the root) and with DDP, artifact vs eager, each
+              rank on its own batch: eager backend precompiled on every rank (FSDP2 with a
+              bf16 / fp32-reduce mixed precision policy), inductor through
+              precompile_on_one_rank (what stays refused: tests/core/test_dtensor.py)
 The parent kills the ranks when they run past its timeout.
 """
 import json
@@ -19,6 +23,7 @@ import warnings
 warnings.simplefilter("ignore")
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 
 rank, world, port, out_dir = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
@@ -142,13 +147,108 @@ def scenario_one_rank():
     return out
 
 
-def scenario_fsdp2():
-    from torch.distributed.fsdp import fully_shard
-    m = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 16))
-    fully_shard(m[0], mesh=mesh)
-    fully_shard(m, mesh=mesh)
+class Block(nn.Module):
+    def __init__(self, d=32):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.up, self.down = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        q, k, v = self.qkv(self.ln1(x)).unflatten(-1, (3, 2, -1)).permute(2, 0, 3, 1, 4)
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(a.transpose(1, 2).flatten(2))
+        return x + self.down(F.gelu(self.up(self.ln2(x))))
+
+
+class TinyLM(nn.Module):
+    """2 blocks, d=32; a vocabulary of 61 shards unevenly over 2 ranks (31 + 30 rows)."""
+
+    def __init__(self, vocab=61, d=32):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, d)
+        self.blocks = nn.ModuleList([Block(d), Block(d)])
+        self.ln, self.head = nn.LayerNorm(d), nn.Linear(d, vocab)
+
+    def forward(self, tok):
+        x = self.emb(tok)
+        for b in self.blocks:
+            x = b(x)
+        return self.head(self.ln(x))
+
+
+def lm_step(model, tok):
+    logits = model(tok[:, :-1])
+    loss = F.cross_entropy(logits.float().flatten(0, 1), tok[:, 1:].flatten())
+    loss.backward()
+    return loss.detach()
+
+
+def data_parallel(kind, mp=None, bucket_cap_mb=None, vocab=61):
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    torch.manual_seed(0)
+    m = TinyLM(vocab)
+    if kind == "ddp":
+        return DDP(m) if bucket_cap_mb is None else DDP(m, bucket_cap_mb=bucket_cap_mb)
+    policy = mp or MixedPrecisionPolicy()
+    for b in m.blocks:
+        fully_shard(b, mesh=mesh, mp_policy=policy)
+    return fully_shard(m, mesh=mesh, mp_policy=policy)
+
+
+def train_against_eager(kind, backend, mp=None, one_rank=False, bucket_cap_mb=None):
+    """3 SGD steps through the artifact and through eager FSDP2/DDP, each rank on its own
+    batch; what the ranks saw, and (one_rank) what this rank compiled. Compiled on one rank,
+    the vocabulary is 64 (even shards: one graph fits both ranks); else 61 (uneven)."""
+    vocab = 64 if one_rank else 61
+    m, ref = (data_parallel(kind, mp, bucket_cap_mb, vocab) for _ in range(2))
+    tok = torch.randint(0, vocab, (4, 9), generator=torch.Generator().manual_seed(rank))
+    before = dict(counts)
+    if one_rank:
+        f = precompile_on_one_rank(lm_step, m, tok, backend=backend)
+        code = f.python_code
+    else:
+        code, cache = precompile(lm_step, m, tok, backend=backend)
+        f = precompile.load(code, cache)
+    compiled = {k: counts[k] - before[k] for k in counts}
+    opt, opt_ref = (torch.optim.SGD(x.parameters(), lr=0.1) for x in (m, ref))
+    losses, grads = [], []
+    for _ in range(3):
+        got, want = f(m, tok), lm_step(ref, tok)
+        losses.append([float(got), float(want)])
+        grads.append(max(max_diff(a.grad, b.grad)
+                         for a, b in zip(m.parameters(), ref.parameters())))
+        opt.step(), opt_ref.step(), opt.zero_grad(), opt_ref.zero_grad()
+    p = next(iter(m.parameters()))
+    return {
+        "losses": losses, "grads": grads,
+        "weights": max(max_diff(a, b) for a, b in zip(m.parameters(), ref.parameters())),
+        "param": [type(p).__name__, [str(x) for x in getattr(p, "placements", ())]],
+        "collectives": sorted({ln.split("_c10d_functional.")[1].split("(")[0].split(".")[0]
+                               for ln in code.splitlines() if "_c10d_functional." in ln
+                               and not ln.lstrip().startswith("#")}),
+        "all_reduces": sum("_c10d_functional.all_reduce" in ln for ln in code.splitlines()
+                           if not ln.lstrip().startswith("#")),
+        "compiled_here": getattr(f, "compiled_here", True), **compiled}
+
+
+def scenario_data_parallel():
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+    bf16 = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    # 0.05 MB buckets: the tiny model's ~120 KB of gradients in 3 buckets, 3 all-reduces
+    return {"ddp_eager": train_against_eager("ddp", "eager", bucket_cap_mb=0.05),
+            "fsdp2_eager_bf16": train_against_eager("fsdp2", "eager", bf16),
+            "ddp_inductor": train_against_eager("ddp", "inductor", one_rank=True),
+            "fsdp2_inductor": train_against_eager("fsdp2", "inductor", one_rank=True),
+            "uneven_one_rank": refused(lambda: precompile_on_one_rank(
+                lm_step, data_parallel("fsdp2"), torch.randint(0, 61, (4, 9)),
+                backend="eager"))}
+
+
+def refused(call):
     try:
-        precompile(train_step, m, torch.randn(4, 16))
+        call()
     except PrecompileError as e:
         return {"error": type(e).__name__, "invariant": e.invariant, "where": e.where,
                 "text": str(e)}

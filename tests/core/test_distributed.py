@@ -1,8 +1,9 @@
 """torch.distributed on CPU: two gloo ranks on 127.0.0.1, spawned here and always ended.
 
 Tensor parallelism (parallelize_module) trained through the artifact matches eager TP on every
-rank; compile on one rank, load on the others (which compile nothing); FSDP2 is refused with
-a PrecompileError instead of crashing the job. The ranks run tests/core/dist_child.py once
+rank; compile on one rank, load on the others (which compile nothing); FSDP2 (fully_shard) and
+DDP training steps of a tiny transformer match eager FSDP2 / DDP over 3 optimizer steps on
+both ranks, both backends (what stays refused: tests/core/test_dtensor.py). The ranks run tests/core/dist_child.py once
 for all scenarios (one process-group start-up for the module), each scenario reported apart.
 """
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 
 CHILD = Path(__file__).with_name("dist_child.py")
-SCENARIOS = ("tp", "one_rank", "fsdp2")
+SCENARIOS = ("tp", "one_rank", "data_parallel")
 TIMEOUT_S = 900  # the whole job on a 2-core CI machine; then every rank is killed
 
 
@@ -100,8 +101,60 @@ def test_one_rank_compiles_and_the_other_loads_compiling_nothing(two_ranks, via)
         assert res["diff"] < 1e-5 and res["grads"] < 1e-5
 
 
-def test_fsdp2_is_refused_with_a_precompile_error_not_a_crash(two_ranks):
-    for res in _scenario(two_ranks, "fsdp2"):
-        assert res["error"] == "PrecompileError"
-        assert res["invariant"] == 4
-        assert "FSDP2" in res["text"] and "fully_shard" in res["text"]
+DATA_PARALLEL = ["ddp_eager", "fsdp2_eager_bf16", "ddp_inductor", "fsdp2_inductor"]
+
+
+@pytest.mark.parametrize("case", DATA_PARALLEL)
+def test_data_parallel_training_matches_eager_fsdp2_and_ddp_on_both_ranks(two_ranks, case):
+    exact = case.endswith("eager") or case.endswith("bf16")  # the same ops, in eager's order
+    results = [res[case] for res in _scenario(two_ranks, "data_parallel")]
+    for r, got in enumerate(results):
+        for step, (loss, want) in enumerate(got["losses"]):
+            assert loss == pytest.approx(want, rel=1e-6 if exact else 1e-5), (r, step)
+        assert max(got["grads"]) < (1e-6 if exact else 1e-5), f"rank {r}: grads differ"
+        assert got["weights"] < (1e-6 if exact else 1e-5), f"rank {r}: weights drift"
+        ops = " ".join(got["collectives"])  # Inductor writes in-place and _out variants
+        if case.startswith("fsdp2"):  # the gradients land sharded, as eager FSDP2 leaves them
+            assert got["param"] == ["DTensor", ["S(0)"]]
+            assert "all_gather_into_tensor" in ops and "reduce_scatter_tensor" in ops
+        else:
+            assert got["param"] == ["Parameter", []]
+            assert "all_reduce" in ops
+    assert results[0]["losses"] != results[1]["losses"]  # each rank trained on its own batch
+    if case == "ddp_eager":  # bucket_cap_mb=0.05: the gradients in more than one bucket
+        assert results[0]["all_reduces"] >= 3
+
+
+@pytest.mark.parametrize("case", ["ddp_inductor", "fsdp2_inductor"])
+def test_data_parallel_compiled_on_one_rank_compiles_nothing_on_the_other(two_ranks, case):
+    rank0, rank1 = (res[case] for res in _scenario(two_ranks, "data_parallel"))
+    assert rank0["compiled_here"] and rank0["captures"] == 1
+    assert not rank1["compiled_here"]
+    assert rank1["captures"] == 0 and rank1["cpp_builds"] == 0
+
+
+def test_an_unevenly_sharded_model_compiled_on_one_rank_is_refused_on_every_rank(two_ranks):
+    for res in _scenario(two_ranks, "data_parallel"):  # FSDP2, vocabulary 61 on 2 ranks
+        got = res["uneven_one_rank"]
+        assert got["error"] == "PrecompileError" and got["invariant"] == 6
+        assert "unevenly" in got["text"] and "precompile on every rank" in got["text"]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("wrapper", ["fsdp2", "ddp"])
+def test_cuda_two_gpus_torchrun_example_matches_eager(wrapper):
+    """examples/torchrun_fsdp.py on 2 GPUs with NCCL (bf16 FSDP2 / DDP, inductor, compiled
+    on rank 0); it exits non-zero where a loss differs from eager's."""
+    import torch
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs 2 CUDA GPUs")
+    root = Path(__file__).parents[2]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root), os.environ.get(
+        "PYTHONPATH", "")]))
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+           "--master-port", str(_free_port()), str(root / "examples" / "torchrun_fsdp.py")]
+    done = subprocess.run(cmd + (["--ddp"] if wrapper == "ddp" else []), env=env, cwd=root,
+                          capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert done.stdout.count("compiled here: False") == 3  # rank 1's three steps

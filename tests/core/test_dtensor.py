@@ -136,11 +136,39 @@ def test_a_pair_for_another_world_size_or_mesh_is_refused_before_it_loads(mesh):
     assert e.value.invariant == 6 and "['dp', 'tp']" in e.value.actual
 
 
-def test_distributed_data_parallel_is_refused_with_the_fix(mesh):
-    ddp = nn.parallel.DistributedDataParallel(nn.Linear(8, 4))
-    with pytest.raises(PrecompileError, match="DistributedDataParallel") as e:
-        precompile(step, ddp, torch.randn(6, 8))
+def test_ddp_step_gives_eagers_gradients_and_no_sync_is_refused_with_the_fix(mesh):
+    torch.manual_seed(0)
+    ddp, ref = (nn.parallel.DistributedDataParallel(nn.Linear(8, 4)) for _ in range(2))
+    ref.load_state_dict(ddp.state_dict())
+    x = torch.randn(6, 8)
+    f = precompile.load(*precompile(step, ddp, x, backend="eager"))
+    torch.testing.assert_close(f(ddp, x), step(ref, x))
+    for got, want in zip(ddp.parameters(), ref.parameters()):
+        torch.testing.assert_close(got.grad, want.grad)
+    with ddp.no_sync(), pytest.raises(PrecompileError, match="no_sync") as e:
+        precompile(step, ddp, x)
     assert e.value.invariant == 4 and "model.module" in e.value.hint
+
+
+def test_fsdp1_hsdp_and_an_unsharded_fsdp2_model_are_refused_with_the_fix(mesh):
+    from torch.distributed.fsdp import fully_shard
+    m = fully_shard(nn.Sequential(nn.Linear(8, 4)), mesh=mesh)
+    m.unshard()
+    with pytest.raises(PrecompileError, match="not in its sharded state") as e:
+        precompile(step, m, torch.randn(6, 8))
+    assert e.value.invariant == 4 and "reshard()" in e.value.hint
+    m.reshard()
+    from torch.distributed.tensor import init_device_mesh
+    mesh2d = init_device_mesh("cpu", (1, 1), mesh_dim_names=("replicate", "shard"))
+    hsdp = fully_shard(nn.Linear(8, 4), mesh=mesh2d)  # a 2-D mesh: HSDP
+    with pytest.raises(PrecompileError, match="more than one dimension") as e:
+        precompile(step, hsdp, torch.randn(6, 8))
+    assert e.value.invariant == 4 and "1-D mesh" in e.value.hint
+    from torch.distributed.fsdp import FullyShardedDataParallel
+    fsdp1 = FullyShardedDataParallel(nn.Linear(8, 4), device_id=torch.device("cpu"))
+    with pytest.raises(PrecompileError, match="FSDP1") as e:
+        precompile(step, fsdp1, torch.randn(6, 8))
+    assert e.value.invariant == 4 and "fully_shard" in e.value.hint
 
 
 @cuda
@@ -176,3 +204,29 @@ def test_the_report_page_lists_dtensor_layouts_and_marks_collectives(mesh):
     page = render_report_html(data)
     assert "DTensor inputs" in page and "Replicate()" in page and "cpu [1]" in page
     assert "collective" in ROLE_COLORS
+
+
+def test_an_optimizer_inside_fn_keeps_fsdp2_state_as_dtensors_like_eager(mesh):
+    from torch.distributed.fsdp import fully_shard
+
+    def opt_step(m, opt, x):
+        loss = m(x).pow(2).mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return loss.detach()
+
+    models = []
+    for _ in range(2):
+        torch.manual_seed(0)
+        models.append(fully_shard(nn.Sequential(nn.Linear(8, 16), nn.GELU(),
+                                                nn.Linear(16, 4)), mesh=mesh))
+    m, ref = models
+    opt, opt_ref = (torch.optim.AdamW(a.parameters(), lr=1e-2) for a in models)
+    x = torch.randn(6, 8)
+    f = precompile.load(*precompile(opt_step, m, opt, x, backend="eager"))
+    for _ in range(3):  # the first call creates the state, the next ones check it
+        torch.testing.assert_close(f(m, opt, x), opt_step(ref, opt_ref, x))
+    for a, b in zip(m.parameters(), ref.parameters()):
+        assert type(opt.state[a]["exp_avg"]) is type(opt_ref.state[b]["exp_avg"])
+        torch.testing.assert_close(a.full_tensor(), b.full_tensor())

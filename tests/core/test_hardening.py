@@ -47,3 +47,12 @@ def test_an_fn_that_updates_a_parameter_in_place_updates_it_once_per_call():
     f(m, x)
     sgd_by_hand(ref, x)
     torch.testing.assert_close(m.weight, ref.weight)
+
+
+def test_a_closed_over_tensor_whose_storage_was_freed_is_refused_not_read():
+    # FSDP2 frees its buffers so (storage resized to 0 bytes); reading one is a SIGSEGV
+    freed = torch.randn(1 << 16)
+    freed.untyped_storage().resize_(0)
+    with pytest.raises(PrecompileError) as e:
+        precompile(lambda x: x + freed, torch.randn(1 << 16), backend="eager")
+    assert e.value.invariant == 1 and "freed" in e.value.where

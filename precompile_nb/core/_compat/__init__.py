@@ -10,6 +10,7 @@ The door is one package: `from . import _compat` and `_compat.NAME` reach every 
 of its modules holds it:
   tracing.py   capture: make_fx, fake tensors, symbolic sizes, marks, autocast, RNG, DTensor
   inductor.py  lowering and the compile-path load: AOTAutograd + Inductor, caches, Triton
+  parallel.py  capture of data parallelism: FSDP2's states and hooks, DDP's settings
   warm.py      the warm load, without the compiler stack
 """
 from __future__ import annotations
@@ -47,7 +48,6 @@ from .tracing import (  # noqa: F401 - the door re-exports
     condition_at,
     condition_source,
     data_dependent_errors,
-    data_parallel_wrapper,
     decided_random_draws,
     dim_marks,
     dtensor_from_local,
@@ -80,6 +80,24 @@ from .tracing import (  # noqa: F401 - the door re-exports
     storage_key,
     tracing_as_a_compiler,
     treespec_children,
+)
+from .parallel import (  # noqa: F401 - the door re-exports
+    DdpSettings,
+    FsdpParam,
+    FsdpUnit,
+    all_reduce_sum,
+    broadcast,
+    cast_floating,
+    data_parallel_wrapper,
+    ddp_forward_is_the_module,
+    ddp_settings,
+    fsdp2_hooks_removed,
+    fsdp2_units,
+    fsdp_mesh_of,
+    group_name,
+    queue_end_of_backward,
+    swap_param,
+    unsharded,
 )
 from .warm import (  # noqa: F401 - the door re-exports
     WARM_IMPORTS,

@@ -581,25 +581,6 @@ def dtensor_from_local(local: torch.Tensor, mesh: Any, placements: Sequence[Any]
                               shape=torch.Size(shape), stride=tuple(stride))
 
 
-def data_parallel_wrapper(m: torch.nn.Module) -> tuple[str, str] | None:
-    """(path, kind) of the first submodule that a data-parallel wrapper drives from its own
-    hooks: FSDP2's fully_shard (FSDPModule), FSDP1, DDP (2.11-2.14 classes); else None."""
-    import sys
-    kinds = []
-    if "torch.distributed.fsdp" in sys.modules:
-        fsdp = sys.modules["torch.distributed.fsdp"]
-        kinds += [(getattr(fsdp, "FSDPModule", None), "FSDP2 (fully_shard)"),
-                  (getattr(fsdp, "FullyShardedDataParallel", None), "FSDP")]
-    if "torch.nn.parallel" in sys.modules:
-        kinds.append((torch.nn.parallel.DistributedDataParallel, "DistributedDataParallel"))
-    kinds = [(cls, name) for cls, name in kinds if isinstance(cls, type)]
-    for path, sub in m.named_modules():
-        for cls, name in kinds:
-            if isinstance(sub, cls):
-                return path, name
-    return None
-
-
 def is_collective(target: Any) -> bool:
     """An op of torch's functional collectives (_c10d_functional: all_reduce, all_gather_into_
     tensor, reduce_scatter_tensor, wait_tensor, ...; 2.11-2.14)."""

@@ -8,6 +8,7 @@ It leaves the world as it found it: the trace runs on fake tensors, the RNG is r
 
 The steps, one module each:
   lifting.py   the arguments as graph inputs, baked literals, and the function make_fx traces
+  data_parallel.py  FSDP2 and DDP: their collectives written into the traced computation
   marks.py     dimension marks, and the guards the example decides
   checks.py    the invariant checks on the traced graph
   rewrites.py  the graph rewrites after the checks

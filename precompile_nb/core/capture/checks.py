@@ -115,6 +115,14 @@ def _module_attribute_tensors(a: torch.nn.Module, name: str,
                             _source_line(type(sub).forward, f"self.{k}")))
 
 
+def _has_storage(t: torch.Tensor) -> bool:
+    """True where `t`'s storage holds every element it views."""
+    if t.numel() == 0:
+        return True
+    last = t.storage_offset() + sum((n - 1) * st for n, st in zip(t.shape, t.stride()))
+    return t.untyped_storage().nbytes() >= (last + 1) * t.element_size()
+
+
 def _check_constants(gm: torch.fx.GraphModule, fn: Callable, example_inputs: Sequence[Any],
                      names: list[str], L: _Lifted, P: Problems) -> list[Constant]:
     """Invariant 1. Tensor constants in the trace are either small tensors fn created itself
@@ -130,7 +138,10 @@ def _check_constants(gm: torch.fx.GraphModule, fn: Callable, example_inputs: Seq
         t = getattr(gm, n.target)
         hit = external.get(id(t)) or (external.get(id(t._base)) if t._base is not None else None)
         only_fresh = all(u.target is torch.ops.aten.lift_fresh_copy.default for u in n.users)
-        finite = t.is_floating_point() is False or bool(torch.isfinite(t).all())
+        # a tensor whose storage was freed (resized to 0, as FSDP2 frees its buffers) cannot
+        # be read without a SIGSEGV: never a literal
+        finite = _has_storage(t) and (t.is_floating_point() is False
+                                      or bool(torch.isfinite(t).all()))
         # a one-element constant fn cannot reach is a literal it made, also where it was not
         # made through lift_fresh (`torch.tensor(k)` inside a torch.jit.script helper)
         literal = only_fresh or t.numel() <= 1

@@ -37,6 +37,7 @@ from ...runtime.convention import (
 )
 from .. import _compat
 from ..errors import PrecompileError, Problems
+from . import data_parallel
 from .marks import _check_marks
 from .optim import _lift_optimizer, is_optimizer, traced_optimizer
 
@@ -185,7 +186,7 @@ def _lift(example_inputs: Sequence[Any], names: list[str], P: Problems) -> _Lift
 
 
 def _lift_module(L: _Lifted, a: torch.nn.Module, path: str, i: int, P: Problems) -> None:
-    _refuse_data_parallel(a, path, P)
+    parallel = data_parallel.plan(a, path, P)  # Note [data parallel in the graph]
     index: dict[int, int] = {}
     params = list(a.named_parameters())  # tied weights collapse by identity
     buffers = list(a.named_buffers())
@@ -201,30 +202,7 @@ def _lift_module(L: _Lifted, a: torch.nn.Module, path: str, i: int, P: Problems)
     L.args.append(ModuleArg(
         path=path, names=tuple(n for n, _ in params + buffers), n_params=len(params),
         training=bool(a.training)))
-    L.rebuild.append(("module", all_names))
-
-
-def _refuse_data_parallel(a: torch.nn.Module, path: str, P: Problems) -> None:
-    """Note [data-parallel wrappers]: FSDP2's fully_shard, FSDP and DDP keep the real
-    parameters in their own buffers and run their collectives from module and autograd hooks
-    with eager process-group calls, outside what a trace on the module's parameters sees
-    (measured, torch 2.13, 2 gloo ranks: tracing a fully_shard model crashed the process).
-    So they are refused before anything runs. Tensor parallelism (parallelize_module,
-    DTensor parameters) is captured whole, its collectives in the graph."""
-    found = _compat.data_parallel_wrapper(a)
-    if found is None:
-        return
-    sub, kind = found
-    where = ".".join(x for x in (path, sub) if x)
-    P.add(PrecompileError(
-        f"{where} is wrapped by {kind}, whose collectives run in hooks outside the graph",
-        invariant=4, stage="capture", where=where,
-        expected="a model whose parameters are plain tensors or DTensors (tensor parallel)",
-        actual=kind,
-        hint="precompile the unwrapped model (for DDP: model.module) and reduce the "
-             "gradients after the call (dist.all_reduce on each .grad), or shard it with "
-             "tensor parallelism (parallelize_module), whose collectives are captured; "
-             "for FSDP2 training use torch.compile, which FSDP2 supports"))
+    L.rebuild.append(("module", (all_names, parallel)))
 
 
 def _named_leaves(tree: Any, root: str) -> tuple[list[tuple[str, Any]], Any]:
@@ -407,7 +385,10 @@ def _rebuilt_args(L: _Lifted, example_inputs: Sequence[Any], ws: Sequence[torch.
     args = []
     for (kind, data), a in zip(L.rebuild, example_inputs):
         if kind == "module":
-            stack.enter_context(_compat.reparametrize(a, {n: ws[k] for n, k in data}))
+            names, parallel = data
+            traced = {n: ws[k] for n, k in names}
+            stack.enter_context(_compat.reparametrize(a, traced))
+            stack.enter_context(data_parallel.in_graph(parallel, a, traced))
             args.append(a)
         elif kind == "tensor":
             args.append(ws[data])
