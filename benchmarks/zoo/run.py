@@ -197,10 +197,13 @@ def phase_main(a) -> dict:
         stage = "precompile"
         from precompile_nb import precompile
         from precompile_nb import save_pair
+        from benchmarks.zoo import models as Z
+        opts = Z.precompile_options(a.model, a.workload) if a.data_guards else {}
+        res["options"] = opts
         r.reset()
         t = time.perf_counter()
         with _grad_ctx(a.workload):
-            code, cache = precompile(fn, m, *args, backend=a.backend)
+            code, cache = precompile(fn, m, *args, backend=a.backend, **opts)
         res["precompile_s"] = time.perf_counter() - t
         try:
             res["fake_leaks"] = fake_leaks(m)
@@ -309,7 +312,8 @@ def _run_phase(a, model: str, workload: str, phase: str, work: Path, env: dict) 
     cmd = [sys.executable, str(Path(__file__).resolve()), "--_phase", phase, "--_model", model,
            "--_workload", workload, "--_work", str(work), "--_result", str(result),
            "--device", a.device, "--backend", a.backend, "--size", a.size,
-           "--threads", str(a.threads), "--rounds", str(a.rounds)]
+           "--threads", str(a.threads), "--rounds", str(a.rounds)] + (
+               [] if a.data_guards else ["--no-data-guards"])
     t = time.perf_counter()
     try:
         p = subprocess.run(cmd, env=env, timeout=a.timeout, capture_output=True, text=True)
@@ -459,6 +463,9 @@ def main(argv=None) -> None:
     p.add_argument("--rounds", type=int, default=5, help="steady-state calls (0: skip)")
     p.add_argument("--no-compile-baseline", dest="compile_baseline", action="store_false")
     p.add_argument("--no-warm", dest="warm", action="store_false")
+    p.add_argument("--no-data-guards", dest="data_guards", action="store_false",
+                   help="precompile every case without data_guards=True (models.DATA_GUARDS "
+                        "lists the cases that get it)")
     p.add_argument("--shared-cache", action="store_true",
                    help="one TORCHINDUCTOR_CACHE_DIR for all cases (correctness runs: faster "
                         "on few cores; the cold times are then not cold)")

@@ -11,6 +11,7 @@ of its modules holds it:
   tracing.py   capture: make_fx, fake tensors, symbolic sizes, marks, autocast, RNG, DTensor
   inductor.py  lowering and the compile-path load: AOTAutograd + Inductor, caches, Triton
   warm.py      the warm load, without the compiler stack
+  realdata.py  data guards: fake tensors with real values, the decisions taken from them
 """
 from __future__ import annotations
 
@@ -38,6 +39,17 @@ from .inductor import (  # noqa: F401 - the door re-exports
     triton_cache_dir,
     triton_launch_records,
 )
+from .realdata import (  # noqa: F401 - the door re-exports
+    Decision,
+    assume_nonnegative_bounds,
+    fake_with_real_values,
+    forget_real_values,
+    real_values,
+)
+from .realdata import decisions as data_decisions  # noqa: F401
+from .realdata import insert_checks as insert_data_checks  # noqa: F401
+from .realdata import is_random as is_random_op  # noqa: F401
+from .realdata import producers as unbacked_producers  # noqa: F401
 from .tracing import (  # noqa: F401 - the door re-exports
     DimMarks,
     ambient_trace,
