@@ -159,6 +159,13 @@ def forget_real_values(gm: torch.fx.GraphModule, mode: Any) -> None:
             if isinstance(v, torch.Tensor) and hasattr(v, "real_tensor"):
                 v.real_tensor = None
     mode.propagate_real_tensors = False
+    # and fakes made later (Inductor's pattern matcher fakes its example tensors with this
+    # mode) get no real copy: with a symbolic size there is none to make (2.13, 2.15:
+    # FakeTensorConverter.meta_converter and its describer each keep copy_data)
+    meta = getattr(getattr(mode, "fake_tensor_converter", None), "meta_converter", None)
+    for holder in (meta, getattr(meta, "describer", None)):
+        if holder is not None and hasattr(holder, "copy_data"):
+            holder.copy_data = False
     _real_vals(mode.shape_env).clear()
 
 
