@@ -162,3 +162,17 @@ def test_a_branch_on_a_random_draw_is_refused_even_with_data_guards():
     assert e.value.invariant == 3 and "random draw" in e.value.what
     assert "torch.rand([]) < 0.1" in e.value.where
     assert "layerdrop = 0.0" in e.value.hint
+
+
+def _size_branch(x):
+    y = x + 1
+    return y * 2 if y.shape[0] > 4 else y
+
+
+def test_a_branch_on_a_mark_unbacked_size_stays_refused_with_data_guards():
+    x = torch.randn(6, 3)
+    torch._dynamo.decorators.mark_unbacked(x, 0)
+    with pytest.raises(PrecompileError) as e:
+        precompile(_size_branch, x, data_guards=True)
+    assert e.value.invariant == 3 and "dynamic dim x.shape[0]" in e.value.what
+    assert "if y.shape[0] > 4" in e.value.where
