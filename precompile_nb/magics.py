@@ -331,6 +331,9 @@ class PrecompileMagics(Magics):
     @argument("--check", action="store_true",
               help="dry run: report every problem (all invariants) without compiling; binds "
                    "nothing but --out VAR (the CheckReport)")
+    @argument("--data-guards", action="store_true",
+              help="keep a branch on tensor data as the example takes it, checked on every "
+                   "call (precompile(..., data_guards=True))")
     @cell_magic
     def precompile(self, line: str, cell: str) -> None:
         """Precompile the last function the cell defines, with example inputs taken from the
@@ -436,7 +439,8 @@ class PrecompileMagics(Magics):
         """precompile, then load the pair once (the load check), with the progress view."""
         on_stage = progress.on_stage if progress else None
         try:
-            art = build(fn, *inputs, backend=args.backend, on_stage=on_stage)
+            art = build(fn, *inputs, backend=args.backend, data_guards=args.data_guards,
+                        on_stage=on_stage)
             if on_stage:
                 on_stage("load check", "start", 0.0)
             t0 = time.perf_counter()

@@ -573,6 +573,19 @@ register("tv_lraspp", "segmentation")(_tv(
 
 WORKLOADS = ("infer", "train")
 
+# cases whose computation branches on tensor data, precompiled with data_guards=True (the
+# branch is kept as the example takes it and checked on every call): DeBERTa-v2's loss keeps
+# the labels >= 0 with nonzero() and branches on how many; DETR's encoder clamps non-finite
+# activations in training; the MoE backward of transformers < 5.24 loops over
+# offsets.tolist() and skips the experts that got no token (5.24 hides it in a custom op)
+DATA_GUARDS = {("deberta_v2", "train"), ("hf_detr", "train"), ("mixtral", "train"),
+               ("qwen2_moe", "train")}
+
+
+def precompile_options(name: str, workload: str) -> dict:
+    """The keyword options of precompile for this case ({} or {'data_guards': True})."""
+    return {"data_guards": True} if (name, workload) in DATA_GUARDS else {}
+
 
 def zero_dropout_modules(model: torch.nn.Module) -> torch.nn.Module:
     """p = 0 on every nn.Dropout* module (torchvision's MobileNetV3 classifier and DeepLabV3's

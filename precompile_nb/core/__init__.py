@@ -49,7 +49,7 @@ def _validate(backend: Any, tracer: Any, decompositions: Any) -> None:
                         f"got {type(decompositions).__name__}")
 
 
-_OPTIONS = ("backend", "tracer", "decompositions")
+_OPTIONS = ("backend", "tracer", "decompositions", "data_guards")
 
 
 def keyword_inputs_error(fn: Callable, n_positional: int, keywords: dict) -> PrecompileError:
@@ -79,11 +79,15 @@ def keyword_inputs_error(fn: Callable, n_positional: int, keywords: dict) -> Pre
 
 def build(fn: Callable, *example_inputs: Any, backend: str = "inductor",
           tracer: str = "make_fx", decompositions: dict | None = None,
-          on_stage: StageCallback | None = None, **keyword_inputs: Any) -> Artifact:
+          data_guards: bool = False, on_stage: StageCallback | None = None,
+          **keyword_inputs: Any) -> Artifact:
     """precompile, keeping everything each stage recorded (for reports and tools)."""
     if keyword_inputs:
         raise keyword_inputs_error(fn, len(example_inputs), keyword_inputs)
     _validate(backend, tracer, decompositions)
+    if not isinstance(data_guards, bool):
+        raise TypeError("precompile: data_guards must be True or False, got "
+                        f"{type(data_guards).__name__}")
     times: list[tuple[str, float]] = []
 
     def stage(name: str, f: Callable[[], Any]) -> Any:
@@ -106,7 +110,8 @@ def build(fn: Callable, *example_inputs: Any, backend: str = "inductor",
 
     with _compat.GLOBAL_LOCK:
         captured = stage("capture", lambda: capture(fn, example_inputs,
-                                                    decompositions=decompositions))
+                                                    decompositions=decompositions,
+                                                    data_guards=data_guards))
         lowered = stage("lower", lambda: lower(captured, backend))
     python_code = stage("emit", lambda: emit(captured, lowered))
     cache = stage("pack", lambda: pack(python_code, backend, lowered.files))
@@ -130,7 +135,7 @@ def _stage_failed(fn: Callable, stage: str, e: Exception) -> PrecompileError:
 
 def precompile(fn: Callable, *example_inputs: Any, backend: str = "inductor",
                tracer: str = "make_fx", decompositions: dict | None = None,
-               **keyword_inputs: Any) -> tuple[str, bytes]:
+               data_guards: bool = False, **keyword_inputs: Any) -> tuple[str, bytes]:
     """Compile the whole computation `fn(*example_inputs)` ahead of time.
 
     Returns (python_code, cache): self-contained source (needs only torch; holds no
@@ -144,12 +149,14 @@ def precompile(fn: Callable, *example_inputs: Any, backend: str = "inductor",
     True
 
     Example inputs are positional only: a keyword other than the options is a
-    PrecompileError that names it.
+    PrecompileError that names it. `data_guards=True`: a branch (or a size) that depends on
+    tensor data is kept as the example takes it and checked on every call, instead of being
+    refused (Note [data guards] in core/capture/guards.py).
     """
     if keyword_inputs:
         raise keyword_inputs_error(fn, len(example_inputs), keyword_inputs)
     art = build(fn, *example_inputs, backend=backend, tracer=tracer,
-                decompositions=decompositions)
+                decompositions=decompositions, data_guards=data_guards)
     return art.python_code, art.cache
 
 

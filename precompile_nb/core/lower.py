@@ -86,12 +86,45 @@ def _lower_eager(c: Captured) -> Lowered:
             expected="backend='inductor' with mark_unbacked", actual="backend='eager'",
             hint="use backend='inductor', or mark the dims with torch._dynamo.mark_dynamic "
                  "(which the eager backend serves, with its guards checked per call)")
-    source = (_EAGER_PREAMBLE + _eager_module_source(c.graph, "") + "\n\n"
+    graph = c.graph
+    if c.convention.data_guards:
+        # Note [data guards]: a call that fails a check writes nothing back, so the writes
+        # into inputs (BatchNorm statistics, an optimizer's update) move to the graph's end
+        graph = _batch_norm_writes_at_end(_compat.functionalize(c.graph, c.fake_inputs))
+    source = (_EAGER_PREAMBLE + _eager_module_source(graph, "") + "\n\n"
               "def call(args):\n"
               "    return _pc_eager_graph(_pc_eager_self, *args)\n")
     # the eager graph mutates and views its inputs itself: the captured convention holds
     return Lowered(backend="eager", source=source, convention=c.convention, kernels=(),
                    files=(), seconds=time.perf_counter() - t0)
+
+
+# BatchNorm ops whose schema does not say that they write the running statistics (training):
+# functionalization leaves those writes where they are
+_BN_WRITES = {"native_batch_norm", "cudnn_batch_norm", "miopen_batch_norm"}
+
+
+def _batch_norm_writes_at_end(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """Each training BatchNorm updates copies of the running statistics it reads from graph
+    inputs, copied into them at the graph's end (the same kernel, so eager's numbers)."""
+    g = gm.graph
+    out = next(n for n in reversed(g.nodes) if n.op == "output")
+    for n in list(g.nodes):
+        if (n.op != "call_function" or not isinstance(n.target, torch._ops.OpOverload)
+                or n.target.__name__.split(".")[0] not in _BN_WRITES or len(n.args) < 6
+                or not n.args[5]):
+            continue
+        args = list(n.args)
+        for k in (3, 4):
+            if isinstance(args[k], torch.fx.Node) and args[k].op == "placeholder":
+                with g.inserting_before(n):
+                    args[k] = g.call_function(torch.ops.aten.clone.default, (n.args[k],))
+                with g.inserting_before(out):
+                    g.call_function(torch.ops.aten.copy_.default, (n.args[k], args[k]))
+        n.args = tuple(args)
+    g.lint()
+    gm.recompile()
+    return gm
 
 
 # ---------------------------------------------------------------------------------------------
@@ -160,7 +193,10 @@ def _lowering_guard(c: Captured, e: BaseException) -> _Assume | None:
 
 
 def _lower_inductor_once(c: Captured, t0: float, may_assume: bool) -> Lowered:
-    fgm = _compat.functionalize(c.graph, c.fake_inputs)
+    # Note [data guards]: with them, BatchNorm's statistics are written by the driver too
+    # (after the graph passed its checks), not inside the compiled graph
+    fgm = _compat.functionalize(c.graph, c.fake_inputs,
+                                batch_norm=bool(c.convention.data_guards))
     outputs, mutations, grads = _mutations_and_aliases_to_driver(c, fgm)
     unread = _drop_unread_inputs(c, fgm)
     fake_inputs = [n.meta["val"] for n in fgm.graph.nodes if n.op == "placeholder"]

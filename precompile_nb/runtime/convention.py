@@ -27,6 +27,7 @@ from .driver import PcConstant as Constant
 from .driver import PcConstArg as ConstArg
 from .driver import PcConstOut as ConstOut
 from .driver import PcConvention as Convention
+from .driver import PcDataGuard as DataGuard
 from .driver import PcDTensor as DTensorLayout
 from .driver import PcGraphOut as GraphOut
 from .driver import PcGuard as Guard
@@ -54,7 +55,7 @@ Argument = Union[ModuleArg, TensorArg, ConstArg, PytreeArg, OptimArg]
 Output = Union[GraphOut, InputOut, AliasOut, ConstOut]
 
 __all__ = ["AliasOut", "Argument", "ARTIFACT_FORMAT", "ARTIFACT_VERSION", "ConstArg",
-           "ConstOut", "Constant", "Convention", "DTensorLayout", "GraphOut", "Guard", "InputOut", "Leaf",
+           "ConstOut", "Constant", "Convention", "DataGuard", "DTensorLayout", "GraphOut", "Guard", "InputOut", "Leaf",
            "META_NAME", "Mesh", "ModuleArg", "OptimArg", "OptimGroup", "OptimParam", "Output", "PytreeArg", "TensorArg", "TensorInput", "WriteBack",
            "decode", "dense_order", "find_class", "mesh_text", "placement_text",
            "schema_fingerprint", "SECTIONS"]
@@ -73,7 +74,7 @@ ARTIFACT_FORMAT = "precompile_nb.artifact"
 # a marker line, emit.marker)
 META_NAME = "_PC_META"
 SECTIONS = ("graph", "metadata", "driver")
-ARTIFACT_VERSION = 5
+ARTIFACT_VERSION = 6
 FINGERPRINTS = {
     2: "171e3cadd88976d991d90287a3f83fc7798119443ab51f09dd6200f436cdfda4",
     # 3: guards on dynamic sizes (mark_dynamic)
@@ -82,11 +83,13 @@ FINGERPRINTS = {
     4: "76a712b17cc14361ca4b7f89cd9efd55ac85b4f0b80ad7233ec0c4911c36c692",
     # 5: optimizer arguments (state and tensor hyperparameters as graph inputs)
     5: "0080f1d6cd244af266972bd68d08f19dbb04fb63bc3149d097a2a1c5f2de618c",
+    # 6: data guards (branches on tensor data kept as the example took them)
+    6: "4de3d779ea0a54d7acf37c4fc87dfaf1da58670e6cbd9fc56a14fee2e7d5cd87",
 }
 
 _RECORDS = (Convention, TensorInput, Constant, ModuleArg, TensorArg, ConstArg, PytreeArg, Leaf,
             GraphOut, InputOut, AliasOut, ConstOut, WriteBack, Guard, Mesh, DTensorLayout,
-            OptimArg, OptimGroup, OptimParam)
+            OptimArg, OptimGroup, OptimParam, DataGuard)
 
 
 def decode(meta: Any) -> Convention:

@@ -413,6 +413,20 @@ class PcGuard(_PcRecord):
 
 
 @_pc_record
+class PcDataGuard(_PcRecord):
+    """A branch (or a size) that depends on tensor data, which the graph holds as the example
+    took it (precompile(..., data_guards=True)): the graph checks it where the data is first
+    known, and a call whose data would take another way is a PrecompileError, raised before
+    anything is written back (Note [data guards] in capture/guards.py)."""
+
+    expr: str  # the condition that held for the example, over graph symbols: "Eq(u0, 1)"
+    symbols: tuple  # its symbols (how a failed check of the graph is matched to it)
+    text: str  # for people: what the example's data did there
+    source: object  # "file:line: code" of the branch (str), or None
+    _pc_schema = {"expr": "str", "symbols": "strs", "text": "str", "source": "str?"}
+
+
+@_pc_record
 class PcConvention(_PcRecord):
     """The whole calling convention of one artifact."""
 
@@ -431,13 +445,15 @@ class PcConvention(_PcRecord):
     unread: tuple = ()
     guards: tuple = ()  # PcGuard
     meshes: tuple = ()  # PcMesh: the device meshes of the DTensors
+    data_guards: tuple = ()  # PcDataGuard
     _pc_schema = {"fn_name": "str",
                   "args": ("union", "ARGS"), "inputs": ("records", PcTensorInput),
                   "constants": ("records", PcConstant), "out_spec": "tree",
                   "outputs": ("union", "OUTPUTS"), "mutations": ("records", PcWriteBack),
                   "grads": ("records", PcWriteBack), "check_strides": "bool",
                   "device_index": "nat", "unread": "nats",
-                  "guards": ("records", PcGuard), "meshes": ("records", PcMesh)}
+                  "guards": ("records", PcGuard), "meshes": ("records", PcMesh),
+                  "data_guards": ("records", PcDataGuard)}
 
 
 _PC_UNIONS = {
@@ -898,6 +914,7 @@ class _PcPlan:
     dtensors: tuple  # _PcDT per DTensor graph input (Note [DTensor at the boundary])
     meshes: tuple  # PcMesh
     clear_grads: tuple = ()  # parameters whose .grad a call drops first (opt.zero_grad in fn)
+    data_guards: tuple = ()  # PcDataGuard
 
 
 @_pc_record
@@ -1080,7 +1097,8 @@ def _pc_call_plan(conv, Err):
             for i, s in enumerate(conv.inputs) if s.dynamic),
         dtensors=dtensors, meshes=conv.meshes,
         clear_grads=tuple(q.input for a in conv.args if isinstance(a, PcOptimArg)
-                          and a.grads_cleared for g in a.groups for q in g.params))
+                          and a.grads_cleared for g in a.groups for q in g.params),
+        data_guards=conv.data_guards)
 
 
 _PC_GUARD_FNS = {"__builtins__": {}, "min": min, "max": max, "abs": abs}
@@ -1875,6 +1893,10 @@ def _pc_call_failed(p, e):
     """A call that passed every check and still failed inside the compiled graph or a
     kernel (out of memory, a runtime assert of the graph, a broken tensor subclass)."""
     import traceback
+    if p.data_guards and type(e) is RuntimeError:
+        hit = _pc_data_guards_hit(p.data_guards, str(e))
+        if hit:
+            return _pc_data_guard_failed(p, hit, str(e))
     frames = traceback.extract_tb(e.__traceback__)
     inner = frames[-1] if frames else None
     return p.Err(f"{p.fn_name}: the compiled computation failed: {type(e).__name__}",
@@ -1885,6 +1907,44 @@ def _pc_call_failed(p, e):
                  actual=f"{type(e).__name__}: {str(e).strip()[:300]}",
                  hint="the chained exception has the original error; if it says out of "
                       "memory, use smaller inputs; otherwise report it with the artifact")
+
+
+# the eager graph's failed _assert_scalar says "Runtime assertion failed for expression E on
+# node 'n'"; Inductor's generated check raises RuntimeError(E) (2.13, 2.15)
+_PC_ASSERT_PREFIX = "Runtime assertion failed for expression "
+
+
+def _pc_data_guards_hit(data_guards, msg):
+    """The data guards a failed check of the graph is about: those that share a symbol with
+    it; all of them when it names a symbol none of them has (torch renamed it). None when
+    the error is not such a check."""
+    import re as _re
+    text = msg.strip()
+    if text.startswith(_PC_ASSERT_PREFIX):
+        text = text[len(_PC_ASSERT_PREFIX):].split(" on node ")[0]
+    elif "\n" in text or not _re.fullmatch(r"[\w\s<>=!(),.*+/%-]+", text):
+        return None
+    names = set(_re.findall(r"\b[a-z]\d+\b", text))
+    if not names:
+        return None
+    return [g for g in data_guards if names & set(g.symbols)] or list(data_guards)
+
+
+def _pc_data_guard_failed(p, hit, msg):
+    """This call's data takes another way than the example's at a data guard."""
+    lines = list(dict.fromkeys(g.source or "(no source line)" for g in hit))
+    return p.Err(f"{p.fn_name}: this call's data takes another branch than the example's",
+                 invariant=3, stage="call", where="; ".join(lines),
+                 expected="data that decides as the example's did: "
+                          + "; ".join(dict.fromkeys(g.text for g in hit)),
+                 actual="the graph's check failed: " + msg.strip()[:200],
+                 hint="the artifact holds only the branch the example took "
+                      "(precompile(..., data_guards=True)); nothing of this call was written "
+                      "back (no gradient, no in-place update). Precompile with an example "
+                      "whose data takes the branch you need, or write the branch with tensor "
+                      "ops (torch.where) so that one graph serves both",
+                 extra={"data_guards": [g.expr for g in hit], "source": lines[0],
+                        "check": msg.strip()[:200]})
 
 
 def _pc_keywords_passed(p, args, kwargs):

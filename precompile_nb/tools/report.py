@@ -145,6 +145,10 @@ def invariant_checklist(art: Artifact) -> list[dict[str, Any]]:
           + (f"; {len(lw.convention.guards)} guard(s) on dynamic sizes checked per call"
              if lw.convention.guards else "")
           + "; Python control flow was specialized to the example"
+          + (f"; {len(lw.convention.data_guards)} branch(es) on tensor data kept as the "
+             "example took them, checked inside the graph on every call (data guards: "
+             + "; ".join(dict.fromkeys(g.source or g.expr for g in lw.convention.data_guards))
+             + ")" if lw.convention.data_guards else "")
           + (f"; baked non-tensor values (checked per call): "
              f"{', '.join(w for w, _ in c.baked)}" if c.baked else ""))),
         (4, "enforced", (f"{len(c.mutated)} mutated input(s)/buffer(s) written back; "

@@ -56,7 +56,8 @@ def test_zoo_case_matches_eager(model, workload, backend, package):
     r.reset()
     with _grad_ctx(workload), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        code, cache = precompile(fn, m, *args, backend=backend)
+        code, cache = precompile(fn, m, *args, backend=backend,
+                                 **Z.precompile_options(model, workload))
         f = precompile.load(code, cache)
     _, got = r.call(f)
     err, where = rel_err(got, ref)

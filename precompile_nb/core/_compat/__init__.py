@@ -12,6 +12,7 @@ of its modules holds it:
   inductor.py  lowering and the compile-path load: AOTAutograd + Inductor, caches, Triton
   parallel.py  capture of data parallelism: FSDP2's states and hooks, DDP's settings
   warm.py      the warm load, without the compiler stack
+  realdata.py  data guards: fake tensors with real values, the decisions taken from them
 """
 from __future__ import annotations
 
@@ -39,6 +40,17 @@ from .inductor import (  # noqa: F401 - the door re-exports
     triton_cache_dir,
     triton_launch_records,
 )
+from .realdata import (  # noqa: F401 - the door re-exports
+    Decision,
+    assume_nonnegative_bounds,
+    fake_with_real_values,
+    forget_real_values,
+    real_values,
+)
+from .realdata import decisions as data_decisions  # noqa: F401
+from .realdata import insert_checks as insert_data_checks  # noqa: F401
+from .realdata import is_random as is_random_op  # noqa: F401
+from .realdata import producers as unbacked_producers  # noqa: F401
 from .tracing import (  # noqa: F401 - the door re-exports
     DimMarks,
     ambient_trace,

@@ -115,12 +115,13 @@ def backward_op_origins() -> Iterator[None]:
 
 def fake_with_unbacked(tensors: Sequence[torch.Tensor],
                        dynamic: Sequence[dict[int, tuple[int | None, int | None]]],
-                       assumptions: Sequence[str] = (),
+                       assumptions: Sequence[str] = (), *, real: bool = False,
                        ) -> tuple[Any, list[Any], dict[str, tuple[int, int]]]:
     """Fake copies of `tensors` in one FakeTensorMode with a ShapeEnv, where the dims in
     `dynamic[i]` are unbacked symbolic sizes (invariant 3: a guard on one fails the trace),
     known to lie within their (min, max) bounds, and where every Python expression in
     `assumptions` (over the symbol names, e.g. "u0 <= 880801") is known to hold.
+    With `real`, the fakes carry their real values (realdata.real_values: data guards).
     Returns (fake mode, fakes, {symbol name: (tensor index, dim)}).
     2.13/2.14: DimDynamic.UNBACKED; 2.11: DimDynamic.SIZE_LIKE_UNBACKED."""
     from torch._subclasses.fake_tensor import FakeTensorMode
@@ -131,8 +132,11 @@ def fake_with_unbacked(tensors: Sequence[torch.Tensor],
     )
 
     unbacked = getattr(DimDynamic, "UNBACKED", None) or getattr(DimDynamic, "SIZE_LIKE_UNBACKED")
+    from .realdata import real_values
+
     shape_env = ShapeEnv()
-    mode = FakeTensorMode(shape_env=shape_env, allow_non_fake_inputs=True)
+    with real_values() if real else contextlib.nullcontext():
+        mode = FakeTensorMode(shape_env=shape_env, allow_non_fake_inputs=True)
     fakes, symbols = [], {}
     with shape_env.ignore_fresh_unbacked_symbols():
         for i, (t, dyn) in enumerate(zip(tensors, dynamic)):
@@ -453,16 +457,25 @@ def storage_key(t: torch.Tensor) -> Any:
     return StorageWeakRef(t.untyped_storage())
 
 
-def functionalize(gm: torch.fx.GraphModule, fake_inputs: Sequence[Any]
-                  ) -> torch.fx.GraphModule:
+def functionalize(gm: torch.fx.GraphModule, fake_inputs: Sequence[Any], *,
+                  batch_norm: bool = False) -> torch.fx.GraphModule:
     """Re-trace `gm` functionally (what AOTAutograd does first): mutations become copy_ into
-    placeholders at the end of the graph; views stay views."""
-    fn = torch.func.functionalize(gm, remove="mutations")
+    placeholders at the end of the graph; views stay views. `batch_norm`: aten.native_batch_norm,
+    whose schema does not say that it writes the running statistics, is decomposed into the op
+    whose schema does (torch._decomp's table, 2.11-2.15), so those writes move to the end too
+    (AOTAutograd does the same through Inductor's decompositions)."""
+    from torch._decomp import get_decompositions
+
     from torch._guards import detect_fake_mode
 
     fake_mode = detect_fake_mode(fake_inputs)
     with fake_mode:
         # inputs are already fake: trace with them as they are (keeps unbacked sizes)
+        if batch_norm:  # first (a decomposition runs below functionalization)
+            table = get_decompositions([torch.ops.aten.native_batch_norm.default])
+            gm = _make_fx(gm, decomposition_table=table, tracing_mode="real",
+                          _allow_non_fake_inputs=True)(*fake_inputs)
+        fn = torch.func.functionalize(gm, remove="mutations")
         return _make_fx(fn, decomposition_table=_explicit_table(None), tracing_mode="real",
                         _allow_non_fake_inputs=True)(*fake_inputs)
 

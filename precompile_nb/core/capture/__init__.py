@@ -14,9 +14,11 @@ The steps, one module each:
   rewrites.py  the graph rewrites after the checks
   nodes.py     the graph as plain data for the viewers
   state.py     the models' Python state, restored after every trace
+  guards.py    data guards: branches on tensor data kept as the example took them
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from collections.abc import Callable, Sequence
@@ -24,11 +26,12 @@ from typing import Any
 
 import torch
 
-from ...runtime.convention import Convention, Guard
+from ...runtime.convention import Convention, DataGuard, Guard
 from .. import _compat
 from ..errors import PrecompileError, Problems, fn_name
 from ..schemas import Captured
 from .checks import _check_constants, _check_nodes
+from .guards import data_guards as _data_guards
 from .lifting import (
     _arg_names,
     _lift,
@@ -53,9 +56,11 @@ __all__ = ["capture", "Problems", "graph_nodes", "tree_literal"]
 
 
 def capture(fn: Callable, example_inputs: Sequence[Any], *,
-            decompositions: dict | None = None,
+            decompositions: dict | None = None, data_guards: bool = False,
             problems: Problems | None = None) -> Captured | None:
     """Trace `fn(*example_inputs)` into one ATen graph with all tensors lifted to inputs.
+    With `data_guards`, branches on tensor data are kept as the example takes them and
+    checked on every call (Note [data guards] in guards.py).
 
     >>> import torch
     >>> c = capture(lambda m, x: m(x), [torch.nn.Linear(2, 3), torch.randn(4, 2)])
@@ -74,12 +79,13 @@ def capture(fn: Callable, example_inputs: Sequence[Any], *,
     flat_fn = _make_flat_fn(fn, example_inputs, lifted, state, P)
     dynamic = any(s.dynamic for s in lifted.specs)
     tracing_mode = "symbolic" if dynamic else "fake"
-    traced = _trace_as_called(flat_fn, fn, example_inputs, names, lifted, decompositions, P)
+    traced = _trace_as_called(flat_fn, fn, example_inputs, names, lifted, decompositions,
+                              data_guards, P)
     if traced is None:
         return None
-    gm, guards = traced
+    gm, guards, decided = traced
     constants = _check_constants(gm, fn, example_inputs, names, lifted, P)
-    _check_nodes(gm, fn, P)
+    _check_nodes(gm, fn, P, data_guards)
     _pin_factory_dtypes(gm)
     _drop_detach(gm)
     _name_placeholders(gm, lifted.specs)
@@ -87,7 +93,8 @@ def capture(fn: Callable, example_inputs: Sequence[Any], *,
 
     fake_inputs = tuple(n.meta["val"] for n in gm.graph.nodes if n.op == "placeholder")
     captured = Captured(
-        convention=_convention(fn, lifted, constants, state, guards, P),
+        convention=dataclasses.replace(_convention(fn, lifted, constants, state, guards, P),
+                                       data_guards=decided),
         graph=gm,
         tracing_mode=tracing_mode,
         fake_inputs=fake_inputs,
@@ -145,26 +152,31 @@ def _convention(fn: Callable, lifted: _Lifted, constants: list, state: dict[str,
 
 
 def _trace_as_called(flat_fn: Callable, fn: Callable, example_inputs: Sequence[Any],
-                     names: list[str], L: _Lifted, decompositions: dict | None, P: Problems,
-                     ) -> tuple[torch.fx.GraphModule, tuple[Guard, ...]] | None:
+                     names: list[str], L: _Lifted, decompositions: dict | None,
+                     data_guards: bool, P: Problems,
+                     ) -> tuple[torch.fx.GraphModule, tuple[Guard, ...],
+                                tuple[DataGuard, ...]] | None:
     """_trace under the caller's grad mode first (Note [inference traced as called])."""
     if not torch.is_grad_enabled():
         scratch = Problems(collect=True)
         try:
-            traced = _trace(flat_fn, fn, example_inputs, names, L, decompositions, scratch,
-                            grad=False)
+            traced = _trace(flat_fn, fn, example_inputs, names, L, decompositions,
+                            data_guards, scratch, grad=False)
         except Exception:  # noqa: BLE001 - traced again under enable_grad, errors and all
             traced = None
         if traced is not None and not scratch.errors:
             return traced
-    return _trace(flat_fn, fn, example_inputs, names, L, decompositions, P, grad=True)
+    return _trace(flat_fn, fn, example_inputs, names, L, decompositions, data_guards, P,
+                  grad=True)
 
 
 def _trace(flat_fn: Callable, fn: Callable, example_inputs: Sequence[Any], names: list[str],
-           L: _Lifted, decompositions: dict | None, P: Problems, *, grad: bool,
-           ) -> tuple[torch.fx.GraphModule, tuple[Guard, ...]] | None:
+           L: _Lifted, decompositions: dict | None, data_guards: bool, P: Problems, *,
+           grad: bool,
+           ) -> tuple[torch.fx.GraphModule, tuple[Guard, ...], tuple[DataGuard, ...]] | None:
     """make_fx of the whole computation; with dynamic dims, repeated under each guard the
-    example decides (Note [guards from the example])."""
+    example decides (Note [guards from the example]); with data guards, on fakes that carry
+    the example's values (Note [data guards])."""
     dynamic = [s.dynamic for s in L.specs]
     guards: list[Guard] = []
     while True:
@@ -172,19 +184,24 @@ def _trace(flat_fn: Callable, fn: Callable, example_inputs: Sequence[Any], names
         fake_mode, symbols = None, {}
         if any(dynamic):  # invariant 3: marked dims become symbolic sizes
             fake_mode, trace_inputs, symbols = _compat.fake_with_unbacked(
-                trace_inputs, dynamic, [g.expr for g in guards])
+                trace_inputs, dynamic, [g.expr for g in guards], real=data_guards)
+        elif data_guards:
+            fake_mode, trace_inputs = _compat.fake_with_real_values(trace_inputs)
         before = {str(c) for c in _compat.runtime_asserts(fake_mode)}
         with (_compat.preserved_rng_state(), torch.set_grad_enabled(grad),
               _compat.no_autocast(), _compat.backward_op_origins(),
               _compat.tracing_as_a_compiler(), _compat.fused_fast_paths(),
-              models_as_found(example_inputs)):
+              models_as_found(example_inputs),
+              _compat.real_values() if data_guards else contextlib.nullcontext()):
             try:
                 gm = _compat.make_fx_trace(
                     flat_fn, trace_inputs, decompositions=decompositions, fake_mode=fake_mode,
                     modules=_module_args(example_inputs, names), user_fn=fn)
+                decided = (_data_guards(gm, fake_mode, fn, L, symbols, P) if data_guards
+                           else ())
                 asserted = [_guard(c, True, symbols, L, None)
                             for c in _compat.runtime_asserts(fake_mode) if str(c) not in before]
-                return gm, tuple(guards) + tuple(g for g in asserted if g is not None)
+                return gm, tuple(guards) + tuple(g for g in asserted if g is not None), decided
             except _compat.data_dependent_errors() as e:
                 guard = _guard_from(e, symbols, L)
                 if guard is None or len(guards) >= _MAX_GUARDS:

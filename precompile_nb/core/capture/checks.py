@@ -208,7 +208,11 @@ def _fake_like(gm: torch.fx.GraphModule, t: torch.Tensor) -> Any:
     return mode.from_tensor(t) if mode is not None else t
 
 
-def _check_nodes(gm: torch.fx.GraphModule, fn: Callable, P: Problems) -> None:
+def _check_nodes(gm: torch.fx.GraphModule, fn: Callable, P: Problems,
+                 data_guards: bool = False) -> None:
+    """Side-effecting ops (invariant 4) and values read into Python (invariant 3; with data
+    guards, a value read is a graph value like any other, its branches checked: Note [data
+    guards])."""
     for n in gm.graph.nodes:
         if n.op != "call_function":
             continue
@@ -221,7 +225,7 @@ def _check_nodes(gm: torch.fx.GraphModule, fn: Callable, P: Problems) -> None:
                 "effectful custom ops) outside fn",
                 extra={"nodes": [n.name],
                        "source": user_frame(n.meta.get("stack_trace"))}))
-        if n.target is torch.ops.aten._local_scalar_dense.default:
+        if n.target is torch.ops.aten._local_scalar_dense.default and not data_guards:
             P.add(PrecompileError(
                 f"{fn_name(fn)} reads a tensor's value into Python (.item())", invariant=3,
                 stage="capture", where=user_frame(n.meta.get("stack_trace"))

@@ -143,4 +143,8 @@ def _data_dependent_fix(line: str | None) -> str:
         return ("a random draw decides a Python branch (LayerDrop): set the layer-drop "
                 "probability to 0 (e.g. config.layerdrop = 0.0; with 0 the branch is decided "
                 "and captured) or precompile the model in eval(); otherwise " + fix)
-    return fix
+    return ("if the data of your calls takes this branch the way the example does (a check "
+            "for non-finite values, a loss that skips absent labels, experts that all get "
+            "tokens), precompile(..., data_guards=True) keeps the example's branch and checks "
+            "it on every call (another branch is a PrecompileError, nothing written back); "
+            "otherwise " + fix)

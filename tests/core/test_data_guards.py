@@ -1,0 +1,178 @@
+"""precompile(..., data_guards=True): a branch or a size that depends on tensor data is kept as
+the example takes it and checked on every call; a call whose data would take another way is a
+PrecompileError naming the branch's line, and writes nothing back. One test per cause: a
+bool() of a reduction (DETR's non-finite clamp), a size from nonzero (DeBERTa's label filter),
+a loop over .tolist() writing into slices (the MoE backward of transformers < 5.24), and a
+random draw (LayerDrop), which stays refused."""
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from precompile_nb import PrecompileError, precompile
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+
+class Clamped(nn.Module):
+    """DETR's encoder layer in training: clamps the activations if any is not finite."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin, self.bn = nn.Linear(8, 8), nn.BatchNorm1d(8)
+
+    def forward(self, h):
+        h = self.bn(self.lin(h))
+        if not torch.isfinite(h).all():
+            h = torch.clamp(h, -1e4, 1e4)
+        return h
+
+
+def _step(m, x):
+    loss = (m(x) ** 2 * torch.arange(8.0)).sum()
+    loss.backward()
+    return loss
+
+
+def _clamped(backend):
+    torch.manual_seed(0)
+    m, x = Clamped().train(), torch.randn(4, 8)
+    return m, x, precompile.load(*precompile(_step, m, x, backend=backend, data_guards=True))
+
+
+@pytest.fixture(scope="module")
+def clamped_eager():
+    return _clamped("eager")
+
+
+def test_a_branch_on_data_is_refused_by_default_and_the_fix_names_data_guards():
+    torch.manual_seed(0)
+    with pytest.raises(PrecompileError) as e:
+        precompile(_step, Clamped().train(), torch.randn(4, 8), backend="eager")
+    assert e.value.invariant == 3 and e.value.stage == "capture"
+    assert "if not torch.isfinite(h).all():" in e.value.where
+    assert "data_guards=True" in e.value.hint
+
+
+def _eager_step(m, x):
+    state = {k: v.clone() for k, v in m.state_dict().items()}
+    m.zero_grad(set_to_none=True)
+    loss = _step(m, x)
+    grads = [p.grad.clone() for p in m.parameters()]
+    m.load_state_dict(state)
+    m.zero_grad(set_to_none=True)
+    return loss, grads
+
+
+def _check_same_as_eager_and_refused_without_effects(m, x, f):
+    loss, grads = _eager_step(m, x)
+    torch.testing.assert_close(f(m, x), loss)
+    for p, g in zip(m.parameters(), grads):
+        torch.testing.assert_close(p.grad, g)
+    m.zero_grad(set_to_none=True)
+    stats = {k: v.clone() for k, v in m.state_dict().items()}
+    bad = x.clone()
+    bad[0, 0] = float("inf")
+    with pytest.raises(PrecompileError) as e:
+        f(m, bad)
+    assert e.value.invariant == 3 and e.value.stage == "call"
+    assert "if not torch.isfinite(h).all():" in e.value.where  # the branch's line
+    assert "Eq(u0, 1) held" in e.value.expected  # what the example did
+    assert "data_guards=True" in e.value.hint
+    # nothing of the refused call was written back: no gradient, no BatchNorm statistics
+    assert all(p.grad is None for p in m.parameters())
+    for k, v in m.state_dict().items():
+        assert torch.equal(v, stats[k]), k
+
+
+def test_a_data_guard_keeps_the_example_branch_and_refuses_another_without_effects(
+        clamped_eager):
+    _check_same_as_eager_and_refused_without_effects(*clamped_eager)
+
+
+def test_a_data_guard_with_inductor_checks_inside_the_compiled_graph():
+    _check_same_as_eager_and_refused_without_effects(*_clamped("inductor"))
+
+
+def _labelled_loss(logits, labels):
+    """DeBERTa-v2's loss with problem_type None: only the labels >= 0 count."""
+    idx = (labels >= 0).nonzero()
+    if idx.size(0) > 0:
+        picked = torch.gather(logits, 0, idx.expand(idx.size(0), logits.size(1)))
+        return nn.functional.cross_entropy(picked, torch.gather(labels, 0, idx.view(-1)))
+    return logits.sum() * 0
+
+
+def test_a_size_from_nonzero_stays_dynamic_and_only_its_branch_is_guarded():
+    logits = torch.randn(4, 3)
+    f = precompile.load(*precompile(_labelled_loss, logits, torch.tensor([0, 2, 1, 0]),
+                                    backend="eager", data_guards=True))
+    for labels in ([0, 2, 1, 0], [0, -1, 1, -1]):  # another count of labels: same graph
+        labels = torch.tensor(labels)
+        torch.testing.assert_close(f(logits, labels), _labelled_loss(logits, labels))
+    with pytest.raises(PrecompileError) as e:
+        f(logits, torch.tensor([-1, -1, -1, -1]))
+    assert "if idx.size(0) > 0:" in e.value.where
+    assert "u0 = 4 (the number of rows of nonzero's result)" in e.value.expected
+
+
+def _grouped(x, w, offs):
+    """The MoE backward of transformers < 5.24: one matmul per group of rows, skipping the
+    empty groups, written into slices of one output."""
+    out = torch.zeros(x.size(0), w.size(2))
+    start = 0
+    for i, end in enumerate(offs.tolist()):
+        if start == end:
+            continue
+        out[start:end] = torch.mm(x[start:end], w[i])
+        start = end
+    return out
+
+
+def test_a_loop_over_tolist_serves_other_offsets_and_refuses_an_empty_group():
+    x, w = torch.randn(10, 4), torch.randn(3, 4, 5)
+    f = precompile.load(*precompile(_grouped, x, w, torch.tensor([3, 7, 10]), backend="eager",
+                                    data_guards=True))
+    for offs in ([3, 7, 10], [2, 7, 10]):
+        offs = torch.tensor(offs)
+        torch.testing.assert_close(f(x, w, offs), _grouped(x, w, offs))
+    with pytest.raises(PrecompileError) as e:
+        f(x, w, torch.tensor([3, 3, 10]))
+    assert "if start == end:" in e.value.where
+
+
+class LayerDrop(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(8, 8) for _ in range(2))
+
+    def forward(self, x):
+        for layer in self.layers:
+            if self.training and torch.rand([]) < 0.1:
+                continue
+            x = layer(x)
+        return x
+
+
+def test_a_branch_on_a_random_draw_is_refused_even_with_data_guards():
+    with pytest.raises(PrecompileError) as e:
+        precompile(lambda m, x: m(x).sum(), LayerDrop().train(), torch.randn(2, 8),
+                   backend="eager", data_guards=True)
+    assert e.value.invariant == 3 and "random draw" in e.value.what
+    assert "torch.rand([]) < 0.1" in e.value.where
+    assert "layerdrop = 0.0" in e.value.hint
+
+
+def _size_branch(x):
+    y = x + 1
+    return y * 2 if y.shape[0] > 4 else y
+
+
+def test_a_branch_on_a_mark_unbacked_size_stays_refused_with_data_guards():
+    x = torch.randn(6, 3)
+    torch._dynamo.decorators.mark_unbacked(x, 0)
+    with pytest.raises(PrecompileError) as e:
+        precompile(_size_branch, x, data_guards=True)
+    assert e.value.invariant == 3 and "dynamic dim x.shape[0]" in e.value.what
+    assert "if y.shape[0] > 4" in e.value.where
