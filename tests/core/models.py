@@ -57,3 +57,26 @@ def assert_sgd_matches_eager(f, m_ref, x, *, steps: int, tol: float, grad_mode: 
     for (k, a), b in zip(m_art.state_dict().items(), m_ref.state_dict().values()):
         torch.testing.assert_close(a, b, atol=tol, rtol=tol, msg=k)
     return m_art
+
+
+# A ResNet-style CNN, here (a module that imports only torch) so that a fresh process
+# unpickling it imports nothing else: the warm-path tests count what a load imports.
+class Block(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.c1, self.b1 = nn.Conv2d(c, c, 3, padding=1), nn.BatchNorm2d(c)
+        self.c2, self.b2 = nn.Conv2d(c, c, 3, padding=1), nn.BatchNorm2d(c)
+
+    def forward(self, x):
+        return torch.relu(x + self.b2(self.c2(torch.relu(self.b1(self.c1(x))))))
+
+
+class SmallResNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem, self.bn = nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8)
+        self.blocks, self.head = nn.Sequential(Block(8), Block(8)), nn.Linear(8, 10)
+
+    def forward(self, x):
+        x = self.blocks(torch.relu(self.bn(self.stem(x))))
+        return self.head(x.mean((2, 3)))

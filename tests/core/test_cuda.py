@@ -130,7 +130,7 @@ def test_cuda_mark_dynamic_batch_with_batchnorm_serves_every_size_under_its_guar
 
 
 def test_cuda_resnet_style_cnn_with_a_dynamic_batch_matches_eager():
-    from tests.core.test_dynamic import SmallResNet
+    from tests.core.models import SmallResNet
 
     torch.manual_seed(0)
     m = SmallResNet().cuda().eval()

@@ -17,6 +17,7 @@ from precompile_nb import PrecompileError, precompile
 from precompile_nb.core import build
 from precompile_nb.tools.report import report_data
 from precompile_nb.viewers import render_report_html
+from tests.core.models import SmallResNet
 
 
 @pytest.fixture(autouse=True)
@@ -46,27 +47,6 @@ def test_a_batchnorm_model_serves_every_batch_with_the_guard_its_graph_needs():
     assert "guard(s) on dynamic sizes checked per call" in report["invariants"][2]["detail"]
     page = render_report_html(report)
     assert "Guards on dynamic sizes" in page and html.escape(guards[0]) in page
-
-
-class Block(nn.Module):
-    def __init__(self, c):
-        super().__init__()
-        self.c1, self.b1 = nn.Conv2d(c, c, 3, padding=1), nn.BatchNorm2d(c)
-        self.c2, self.b2 = nn.Conv2d(c, c, 3, padding=1), nn.BatchNorm2d(c)
-
-    def forward(self, x):
-        return torch.relu(x + self.b2(self.c2(torch.relu(self.b1(self.c1(x))))))
-
-
-class SmallResNet(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.stem, self.bn = nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8)
-        self.blocks, self.head = nn.Sequential(Block(8), Block(8)), nn.Linear(8, 10)
-
-    def forward(self, x):
-        x = self.blocks(torch.relu(self.bn(self.stem(x))))
-        return self.head(x.mean((2, 3)))
 
 
 def test_a_resnet_style_cnn_serves_batches_1_7_64_300_without_torch_check():

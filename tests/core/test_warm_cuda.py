@@ -246,7 +246,7 @@ def test_cuda_warm_load_without_records_compiles_and_gives_the_same_result(lm_pa
 def test_cuda_mark_dynamic_cnn_is_autotuned_at_precompile_and_loads_warm(tmp_path):
     # Note [autotuning dynamic sizes]: a dynamic batch used to leave its multi-config kernels
     # to be benchmarked at the first call after load, which sent the load down the compile path
-    from tests.core.test_dynamic import SmallResNet
+    from tests.core.models import SmallResNet
     from torch._dynamo import mark_dynamic
 
     from precompile_nb.core.cache import read_tag

@@ -214,3 +214,16 @@ def test_every_import_the_warm_path_serves_exists_in_this_torch():
 
     assert [served["torch._inductor.codegen.memory_planning"]["_align"](n)
             for n in (0, 1, 64, 65)] == [_align(n) for n in (0, 1, 64, 65)]
+
+
+def test_a_dynamic_batch_artifact_loads_warm_and_serves_another_size_importing_no_compiler(
+        tmp_path):
+    from torch._dynamo import mark_dynamic
+    m, x = tiny_mlp(), torch.randn(32, 64)
+    mark_dynamic(x, 0)
+    code, cache = precompile(lambda m, x: m(x).softmax(-1), m, x)
+    xi = torch.randn(5, 64)
+    report, got = load_fresh(tmp_path, code, cache, m, xi, train=False)
+    assert report["load"]["path"] == "warm", report["load"]
+    assert report["heavy"] == [] and report["started"] == [], report
+    torch.testing.assert_close(got["out"], m(xi).softmax(-1))
