@@ -1510,7 +1510,7 @@ def _pc_optim_zero_state(p, path, rec, state, t, keys, n):
         lay = c.dtensor
         if lay is not None:  # the state of a DTensor parameter (TP, FSDP2): on its mesh
             zeros = type(t).from_local(
-                zeros, t._spec.mesh, _pc_placements(lay.placements, p.Err, c.where),
+                zeros, t.device_mesh, _pc_placements(lay.placements, p.Err, c.where),
                 run_check=False, shape=_pc_torch.Size(lay.shape), stride=tuple(lay.stride))
         s[key] = zeros
     return s
