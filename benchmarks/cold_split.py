@@ -1,0 +1,123 @@
+"""Where a cold compile's time goes, precompile_nb against torch.compile on the same case, by
+timing the same Inductor functions in both (no profiler: cProfile and Python 3.12's
+sys.monitoring users disagree). One fresh process per (case, tool), empty compiler caches.
+
+usage: python benchmarks/cold_split.py [--zoo MODEL:WORKLOAD:SIZE,...] [--device cuda|cpu]
+                                       [--out DIR]
+
+Columns (seconds, inclusive, summed over every call; they nest): total (precompile, or
+torch.compile's compile + first call), capture (precompile_nb's make_fx of fn), functionalize
+(its re-trace), graphs (Inductor graphs compiled), lowering (GraphLowering.run), scheduler
+(Scheduler.__init__: fusion, ordering), codegen (GraphLowering.codegen), module
+(compile_to_module less codegen: writing and loading the module, waiting for kernel
+compiles), autotune (CachingAutotuner.benchmark_all_configs), kernels (Triton / C++ kernels
+in the generated code).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+_CHILD = r"""
+import functools, json, sys, time, warnings
+warnings.simplefilter("ignore")
+sys.path[:0] = [{root!r}, {bench!r}]
+import torch
+torch.set_num_threads(1)
+from zoo import models
+model, kind, size = {case!r}.split(":")
+spec = models.build(model, size, {device!r})
+spec.model.train() if kind == "train" else spec.model.eval()
+fn, args = spec.fns[kind], (spec.model, *spec.args[kind])
+T, N = {{}}, {{}}
+def timed(owner, name, key):
+    orig = getattr(owner, name)
+    @functools.wraps(orig)
+    def w(*a, **k):
+        t = time.perf_counter()
+        try:
+            return orig(*a, **k)
+        finally:
+            T[key] = T.get(key, 0.0) + time.perf_counter() - t; N[key] = N.get(key, 0) + 1
+    setattr(owner, name, w)
+import torch._inductor.graph as g, torch._inductor.scheduler as s
+from torch._inductor.runtime import triton_heuristics as th
+timed(g.GraphLowering, "run", "lowering")
+timed(g.GraphLowering, "codegen", "codegen")
+timed(g.GraphLowering, "compile_to_module", "module_all")
+timed(s.Scheduler, "__init__", "scheduler")
+timed(th.CachingAutotuner, "benchmark_all_configs", "autotune")
+if {tool!r} == "nb":
+    from precompile_nb.core import _compat  # lower looks these up on _compat at each call
+    timed(_compat, "functionalize", "functionalize")
+    timed(_compat, "autotune_now", "autotune_now")
+sync = torch.cuda.synchronize if {device!r} == "cuda" else (lambda: None)
+ctx = torch.no_grad() if kind != "train" else torch.enable_grad()
+t0 = time.perf_counter()
+with ctx:
+    if {tool!r} == "nb":
+        from precompile_nb.core import build
+        art = build(fn, *args)
+        code = art.python_code; stages = dict(art.stage_seconds)
+    else:
+        out = torch.compile(fn)(*args); sync()
+        code, stages = "", {{}}
+total = time.perf_counter() - t0
+T["module"] = T.pop("module_all", 0.0) - T.get("codegen", 0.0)
+print(json.dumps({{"total": total, "stages": stages, "t": T, "n": N,
+                  "kernels": code.count("async_compile.triton(") + code.count("cpp_pybinding(")}}))
+"""
+
+
+def run(case: str, tool: str, device: str) -> dict:
+    with tempfile.TemporaryDirectory(prefix="cold_split_") as tmp:
+        env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=os.path.join(tmp, "inductor"),
+                   TRITON_CACHE_DIR=os.path.join(tmp, "triton"), TMPDIR=tmp, OMP_NUM_THREADS="1")
+        env.pop("PYTHONPATH", None)
+        src = _CHILD.format(root=ROOT, bench=HERE, case=case, tool=tool, device=device)
+        r = subprocess.run([sys.executable, "-c", src], env=env, capture_output=True, text=True,
+                           timeout=1800)
+    if r.returncode != 0:
+        return {"error": r.stderr[-2000:]}
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--zoo", default="tv_resnet18:train:real")
+    ap.add_argument("--device", default="cuda", choices=("cpu", "cuda"))
+    ap.add_argument("--tools", default="nb,tc")
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    cols = ("capture", "functionalize", "lowering", "scheduler", "codegen", "module",
+            "autotune")
+    lines = ["| case | tool | total s | " + " | ".join(cols) + " | graphs | kernels |",
+             "| --- | --- | ---: |" + " ---: |" * (len(cols) + 2)]
+    rows = {}
+    for case in args.zoo.split(","):
+        for tool in args.tools.split(","):
+            r = rows[f"{case}:{tool}"] = run(case, tool, args.device)
+            if "error" in r:
+                lines.append(f"| {case} | {tool} | error: {r['error'][-300:]!r} |")
+            else:
+                t = dict(r["t"], capture=r["stages"].get("capture", 0.0))
+                lines.append(f"| {case} | {tool} | {r['total']:.1f} | "
+                             + " | ".join(f"{t.get(c, 0.0):.1f}" for c in cols)
+                             + f" | {r['n'].get('lowering', 0)} | {r['kernels'] or ''} |")
+            print(lines[-1], flush=True)
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        json.dump(rows, open(os.path.join(args.out, "cold_split.json"), "w"), indent=1)
+        open(os.path.join(args.out, "cold_split.md"), "w").write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
