@@ -23,6 +23,7 @@ import torch
 from .inductor import (  # noqa: F401 - the door re-exports
     SKIP_CACHE_PARTS,
     autotune_now,
+    has_depthwise_conv_and_no_backward,
     in_process_kernel_loads,
     inductor_cache_dir,
     inductor_compile,
