@@ -4,14 +4,16 @@ tests/core/test_distributed.py: python dist_child.py RANK WORLD PORT OUT_DIR SCE
 Each scenario runs in turn on every rank and writes what it saw into OUT_DIR/rank{R}.json:
   tp          a tensor-parallel MLP (ColwiseParallel / RowwiseParallel) training step with
               .backward() and SGD, 3 steps, artifact vs eager TP, inductor and eager backends;
-              and a DTensor input (Shard(0)) through a distribute_module Linear
-  one_rank    precompile_on_one_rank through the process group and through a directory;
-              how many captures and C++ builds each rank ran
-  data_parallel  a tiny transformer (2 blocks, d=32) trained 3 SGD steps with FSDP2
-              (fully_shard per block and at the root) and with DDP, artifact vs eager, each
-              rank on its own batch: eager backend precompiled on every rank (FSDP2 with a
-              bf16 / fp32-reduce mixed precision policy), inductor through
-              precompile_on_one_rank (what stays refused: tests/core/test_dtensor.py)
+              and a DTensor input (Shard(0)) through a distribute_module Linear; the
+              inductor ones through precompile_on_one_rank (its "one_rank" part): the TP
+              step through the process group from rank 0, the DTensor-input fn through a
+              directory from rank 1, at once; how many captures and C++ builds each ran
+  data_parallel  a tiny transformer (d=32; 2 blocks, 1 for Inductor) trained 3 SGD steps
+              with FSDP2 (fully_shard per block and at the root) and with DDP, artifact vs
+              eager, each rank on its own batch: eager backend precompiled on every rank
+              (FSDP2 with a bf16 / fp32-reduce mixed precision policy), inductor through
+              precompile_on_one_rank, DDP's from rank 0 and FSDP2's from rank 1 at once
+              (what stays refused: tests/core/test_dtensor.py)
   other_world the DDP artifact above called in a job of 1 rank (last: it ends the 2-rank job)
   fsdp2_tp    (4 ranks) FSDP2 on the "dp" dim of a (2, 2) mesh over tensor parallelism on
               "tp", 3 SGD steps, artifact (eager backend) vs eager FSDP2 + TP
@@ -135,58 +137,73 @@ def max_diff(a, b):
     return float((full(a) - full(b)).abs().max())
 
 
-def scenario_tp():
-    out = {}
-    x = torch.randn(4, 16, generator=torch.Generator().manual_seed(1))
-    for backend in ("inductor", "eager"):
-        m, ref = tp_pair()
-        art = core_mod.build(train_step, m, x, backend=backend)
-        code, cache = art.python_code, art.cache
-        f = precompile.load(code, cache)
-        opt, opt_ref = (torch.optim.SGD(mm.parameters(), lr=0.1) for mm in (m, ref))
-        losses = []
-        for _ in range(3):
-            got, want = f(m, x), train_step(ref, x)
-            losses.append([float(got), float(want)])
-            opt.step(), opt_ref.step(), opt.zero_grad(), opt_ref.zero_grad()
-        out[backend] = {
-            "losses": losses,
+def relu_linear(m, x):
+    return m(x).relu()
+
+
+def dtensor_input_pair():
+    """A replicated Linear and a DTensor input sharded on the batch (Shard(0))."""
+    torch.manual_seed(2)
+    lin = distribute_module(nn.Linear(16, 8), mesh)
+    xs = distribute_tensor(torch.randn(8, 16, generator=torch.Generator().manual_seed(3)),
+                           mesh, [Shard(0)])
+    return lin, xs
+
+
+def tp_train(m, ref, f, code, x):
+    """3 steps of the artifact `f` against eager TP."""
+    opt, opt_ref = (torch.optim.SGD(mm.parameters(), lr=0.1) for mm in (m, ref))
+    losses, first = [], None
+    for _ in range(3):
+        got, want = f(m, x), train_step(ref, x)
+        losses.append([float(got), float(want)])
+        if first is None:  # the first call's loss and gradients, for scenario one_rank
+            first = {"diff": max_diff(got, want), "grads": max(
+                max_diff(a.grad, b.grad) for a, b in zip(m.parameters(), ref.parameters()))}
+        opt.step(), opt_ref.step(), opt.zero_grad(), opt_ref.zero_grad()
+    return {"losses": losses,
             "weights": max(max_diff(a, b) for a, b in zip(m.parameters(), ref.parameters())),
             "grad_types": sorted({type(p).__name__ for p in m.parameters()}),
-            "collective_nodes": sum(n.role == "collective" for n in art.captured.nodes),
             "collectives": sum("_c10d_functional" in ln for ln in code.splitlines()
-                               if not ln.lstrip().startswith("#")),
-        }
-        # a DTensor input sharded on the batch through a replicated Linear
-        torch.manual_seed(2)
-        lin = distribute_module(nn.Linear(16, 8), mesh)
-        xs = distribute_tensor(torch.randn(8, 16, generator=torch.Generator().manual_seed(3)),
-                               mesh, [Shard(0)])
-        code, cache = precompile(lambda m, x: m(x).relu(), lin, xs, backend=backend)
-        g = precompile.load(code, cache)
-        y = g(lin, xs)
-        out[backend]["dtensor_input"] = {
-            "type": type(y).__name__, "placements": [str(p) for p in y.placements],
+                               if not ln.lstrip().startswith("#"))}, first
+
+
+def dtensor_input_result(g, lin, xs):
+    y = g(lin, xs)
+    return {"type": type(y).__name__, "placements": [str(p) for p in y.placements],
             "diff": max_diff(y, lin(xs).relu())}
-    return out
 
 
-def scenario_one_rank():
-    """Through the process group compiled on rank 0, through a directory on rank 1, at once."""
+def scenario_tp():
+    """Tensor parallelism and a DTensor input. Eager backend precompiled on every rank;
+    Inductor through precompile_on_one_rank, the TP step through the process group on rank
+    0 while the DTensor-input fn goes through a directory from rank 1, at once: what
+    scenario one_rank reads (each compiled on one rank, loaded on the other)."""
     out = {}
     x = torch.randn(4, 16, generator=torch.Generator().manual_seed(1))
-    pairs = {"group": tp_pair(), "directory": tp_pair()}
+    m, ref = tp_pair()
+    art = core_mod.build(train_step, m, x, backend="eager")
+    out["eager"], _ = tp_train(m, ref, precompile.load(art.python_code, art.cache),
+                               art.python_code, x)
+    # the report's graph marks the collectives (capture's graph: the same for every backend)
+    out["eager"]["collective_nodes"] = sum(n.role == "collective" for n in art.captured.nodes)
+    lin, xs = dtensor_input_pair()
+    out["eager"]["dtensor_input"] = dtensor_input_result(
+        precompile.load(*precompile(relu_linear, lin, xs, backend="eager")), lin, xs)
+    (m, ref), (lin, xs) = tp_pair(), dtensor_input_pair()
     shared = on_one_rank_each({
-        "group": (0, train_step, (pairs["group"][0], x), {}),
-        "directory": (1, train_step, (pairs["directory"][0], x),
-                      {"directory": os.path.join(out_dir, "shared"), "name": "step"})})
-    for via, (m, ref) in pairs.items():
-        f, compiled = shared[via]
-        loss = f(m, x)
-        out[via] = {"compiled_here": f.compiled_here, "src": f.src, **compiled,
-                    "diff": max_diff(loss, train_step(ref, x)),
-                    "grads": max(max_diff(a.grad, b.grad)
-                                 for a, b in zip(m.parameters(), ref.parameters()))}
+        "group": (0, train_step, (m, x), {"backend": "inductor"}),
+        "directory": (1, relu_linear, (lin, xs), {
+            "backend": "inductor", "directory": os.path.join(out_dir, "shared"),
+            "name": "relu_linear"})})
+    f, compiled = shared["group"]
+    out["inductor"], first = tp_train(m, ref, f, f.python_code, x)
+    one_rank = {"group": {"compiled_here": f.compiled_here, "src": f.src, **compiled, **first}}
+    g, compiled = shared["directory"]
+    out["inductor"]["dtensor_input"] = dtensor_input_result(g, lin, xs)
+    one_rank["directory"] = {"compiled_here": g.compiled_here, "src": g.src, **compiled,
+                             "diff": out["inductor"]["dtensor_input"]["diff"]}
+    out["one_rank"] = one_rank
     return out
 
 
@@ -207,10 +224,10 @@ class Block(nn.Module):
 class TinyLM(nn.Module):
     """2 blocks, d=32; a vocabulary of 61 shards unevenly over 2 ranks (31 + 30 rows)."""
 
-    def __init__(self, vocab=61, d=32):
+    def __init__(self, vocab=61, d=32, blocks=2):
         super().__init__()
         self.emb = nn.Embedding(vocab, d)
-        self.blocks = nn.ModuleList([Block(d), Block(d)])
+        self.blocks = nn.ModuleList([Block(d) for _ in range(blocks)])
         self.ln, self.head = nn.LayerNorm(d), nn.Linear(d, vocab)
 
     def forward(self, tok):
@@ -227,11 +244,11 @@ def lm_step(model, tok):
     return loss.detach()
 
 
-def data_parallel(kind, mp=None, bucket_cap_mb=None, vocab=61):
+def data_parallel(kind, mp=None, bucket_cap_mb=None, vocab=61, blocks=2):
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
     from torch.nn.parallel import DistributedDataParallel as DDP
     torch.manual_seed(0)
-    m = TinyLM(vocab)
+    m = TinyLM(vocab, blocks=blocks)
     if kind == "ddp":
         return DDP(m) if bucket_cap_mb is None else DDP(m, bucket_cap_mb=bucket_cap_mb)
     policy = mp or MixedPrecisionPolicy()
@@ -283,13 +300,17 @@ def train(m, ref, f, code, tok, compiled):
 def scenario_data_parallel():
     """Eager backend precompiled on every rank; Inductor through precompile_on_one_rank, DDP's
     compiled on rank 0 while FSDP2's is compiled on rank 1 (a vocabulary of 64: even shards,
-    one graph for both ranks)."""
+    one graph for both ranks; 1 block and the root: Inductor's C++ build is most of the
+    job's time, and the blocks are alike)."""
     from torch.distributed.fsdp import MixedPrecisionPolicy
     bf16 = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
     # 0.05 MB buckets: the tiny model's ~120 KB of gradients in 3 buckets, 3 all-reduces
+    t0 = time.perf_counter()  # the parts' seconds, for people reading the job's cost
     out = {"ddp_eager": train_against_eager("ddp", "eager", bucket_cap_mb=0.05),
            "fsdp2_eager_bf16": train_against_eager("fsdp2", "eager", bf16)}
-    models = {kind: [data_parallel(kind, vocab=64) for _ in range(2)] for kind in ("ddp", "fsdp2")}
+    t1 = time.perf_counter()
+    models = {kind: [data_parallel(kind, vocab=64, blocks=1) for _ in range(2)]
+              for kind in ("ddp", "fsdp2")}
     tok = lm_batch(64)
     shared = on_one_rank_each({
         f"{kind}_inductor": (src, lm_step, (models[kind][0], tok), {"backend": "inductor"})
@@ -300,6 +321,7 @@ def scenario_data_parallel():
         out[f"{kind}_inductor"] = train(*models[kind], f, f.python_code, tok, compiled)
     out["uneven_one_rank"] = refused(lambda: precompile_on_one_rank(
         lm_step, data_parallel("fsdp2"), torch.randint(0, 61, (4, 9)), backend="eager"))
+    out["seconds"] = {"eager": round(t1 - t0, 1), "inductor": round(time.perf_counter() - t1, 1)}
     return out
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 CHILD = Path(__file__).with_name("dist_child.py")
-SCENARIOS = ("tp", "one_rank", "data_parallel", "other_world")  # other_world ends the job
+SCENARIOS = ("tp", "data_parallel", "other_world")  # other_world ends the job
 TIMEOUT_S = 900  # the whole job on a 2-core CI machine; then every rank is killed
 
 
@@ -61,7 +61,8 @@ def run_ranks(world: int, out_dir: Path, scenarios: tuple[str, ...]) -> list[dic
 @pytest.fixture(scope="module")
 def two_ranks(tmp_path_factory) -> list[dict]:
     results = run_ranks(2, tmp_path_factory.mktemp("dist"), SCENARIOS)
-    print("seconds per scenario, per rank:", [r.get("seconds") for r in results])  # -s
+    print("seconds per scenario, per rank:", [r.get("seconds") for r in results],
+          [r.get("data_parallel", {}).get("seconds") for r in results])  # -s
     return results
 
 
@@ -87,9 +88,9 @@ def test_tensor_parallel_training_matches_eager_tp_on_every_rank(two_ranks, back
             assert loss == pytest.approx(want, rel=1e-5, abs=1e-6), (r, step)
         assert got["weights"] < 1e-5, f"rank {r}: weights drift from eager TP"
         assert got["grad_types"] == ["DTensor"]
-        assert got["collective_nodes"] >= 2  # the report's graph marks them
-        if backend == "inductor":  # the TP collectives run inside the compiled graph
-            assert got["collectives"] >= 1
+        if backend == "eager":  # capture's graph, the same for both backends
+            assert got["collective_nodes"] >= 2  # the report's graph marks them
+        assert got["collectives"] >= 1  # the TP collectives run inside the graph
 
 
 @pytest.mark.parametrize("backend", ["inductor", "eager"])
@@ -110,14 +111,16 @@ def _src_and_other(results: list[dict]) -> tuple[dict, dict]:
 
 @pytest.mark.parametrize("via", ["group", "directory"])  # compiled on rank 0, on rank 1
 def test_one_rank_compiles_and_the_other_loads_compiling_nothing(two_ranks, via):
-    results = [res[via] for res in _scenario(two_ranks, "one_rank")]
+    """Inductor; through the group: the TP training step; through a directory: the
+    DTensor-input fn (scenario tp's inductor artifacts)."""
+    results = [res["one_rank"][via] for res in _scenario(two_ranks, "tp")]
     assert results[0]["src"] == (0 if via == "group" else 1)
     compiler, loader = _src_and_other(results)
     assert compiler["compiled_here"] and compiler["captures"] == 1
     assert not loader["compiled_here"]
     assert loader["captures"] == 0 and loader["cpp_builds"] == 0
     for res in results:
-        assert res["diff"] < 1e-5 and res["grads"] < 1e-5
+        assert res["diff"] < 1e-5 and res.get("grads", 0.0) < 1e-5
 
 
 DATA_PARALLEL = ["ddp_eager", "fsdp2_eager_bf16", "ddp_inductor", "fsdp2_inductor"]

@@ -84,13 +84,20 @@ def fsdp2_units(root: torch.nn.Module) -> list[FsdpUnit]:
                 owners = ((info.module, info.param_name),) + tuple(
                     zip(info.shared_modules, info.shared_param_names))
                 params.append(FsdpParam(owners=owners, sharded=fp.sharded_param,
-                                        tp_spec=getattr(fp, "_unsharded_dtensor_spec", None),
+                                        tp_spec=_tp_spec(fp),
                                         **_fsdp_dtypes(fp.sharded_param.dtype, mp)))
         units.append(FsdpUnit(
             modules=tuple(state._modules), params=tuple(params),
             cast_inputs_to=mp.param_dtype if mp.cast_forward_inputs else None,
             output_dtype=mp.output_dtype))
     return units
+
+
+def _tp_spec(fp: Any) -> Any:
+    """The DTensorSpec of a parameter FSDP2 shards over tensor parallelism (FSDPParam.
+    _unsharded_dtensor_spec, 2.13-2.15; _tp_spec before), or None for a plain parameter."""
+    spec = getattr(fp, "_unsharded_dtensor_spec", None)
+    return spec if spec is not None else getattr(fp, "_tp_spec", None)
 
 
 def _fsdp_dtypes(orig: torch.dtype, mp: Any) -> dict[str, torch.dtype | None]:
