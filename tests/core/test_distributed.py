@@ -1,12 +1,14 @@
-"""torch.distributed on CPU: two gloo ranks on 127.0.0.1, spawned here and always ended.
+"""torch.distributed on CPU: gloo ranks on 127.0.0.1 (a job of 2, and one of 4), spawned here
+and always ended.
 
 Tensor parallelism (parallelize_module) trained through the artifact matches eager TP on every
 rank; compile on one rank, load on the others (which compile nothing); FSDP2 (fully_shard) and
 DDP training steps of a tiny transformer match eager FSDP2 / DDP over 3 optimizer steps on
 both ranks, both backends (what stays refused: tests/core/test_dtensor.py); an artifact made
-in this 2-rank job refuses to run in a job of 1 rank. The ranks run tests/core/dist_child.py
-once for all scenarios (one process-group start-up for the module), each scenario reported
-apart. Cost: the Inductor compiles on one rank run two at a time, one on each rank
+in this 2-rank job refuses to run in a job of 1 rank; in the 4-rank job, FSDP2 over tensor
+parallelism on a (dp=2, tp=2) mesh matches eager FSDP2 + TP (eager backend: Inductor's
+collectives are covered by the 2-rank job). The ranks run tests/core/dist_child.py once per
+job for all its scenarios (one process-group start-up), each scenario reported apart. Cost: the Inductor compiles on one rank run two at a time, one on each rank
 (dist_child.on_one_rank_each); the eager backend where the backend does not matter.
 """
 from __future__ import annotations
