@@ -168,18 +168,21 @@ def _refuse_rank_specific(example_inputs: Sequence[Any]) -> None:
     this alike, before anything compiles or waits."""
     for where, t in _dtensors_of(example_inputs):
         mesh = _compat.dtensor_mesh(t)
-        for dim, p in enumerate(t.placements):
-            d = getattr(p, "dim", None)
-            if type(p).__name__ == "Shard" and t.shape[d] % mesh.shape[dim]:
+        ways: dict[int, int] = {}  # tensor dim -> into how many shards the mesh cuts it
+        for dim, p in enumerate(t.placements):  # _StridedShard: FSDP2 over TP's Shard
+            if type(p).__name__ in ("Shard", "_StridedShard"):
+                ways[p.dim] = ways.get(p.dim, 1) * mesh.shape[dim]
+        for d, n in ways.items():
+            if t.shape[d] % n:
                 raise PrecompileError(
                     f"{where} is sharded unevenly, so its local shard has another shape "
                     "on each rank", invariant=6, stage="capture", where=where,
-                    expected=f"a dim {d} divisible by the mesh's {mesh.shape[dim]} ranks "
+                    expected=f"a dim {d} divisible by the {n} shards the mesh cuts it into "
                              "(one graph fits every rank)",
                     actual=f"global shape {list(t.shape)}, placements {list(t.placements)}",
-                    hint=f"pad dim {d} to a multiple of {mesh.shape[dim]} (e.g. the "
-                         "vocabulary), or precompile on every rank (plain precompile), "
-                         "where each rank's graph is made for its own shard")
+                    hint=f"pad dim {d} to a multiple of {n} (e.g. the vocabulary), or "
+                         "precompile on every rank (plain precompile), where each rank's "
+                         "graph is made for its own shard")
 
 
 def _dtensors_of(example_inputs: Sequence[Any]) -> list[tuple[str, Any]]:

@@ -38,6 +38,7 @@ from .driver import PcModuleArg as ModuleArg
 from .driver import PcOptimArg as OptimArg
 from .driver import PcOptimGroup as OptimGroup
 from .driver import PcOptimParam as OptimParam
+from .driver import PcProcessGroup as ProcessGroup
 from .driver import PcPytreeArg as PytreeArg
 from .driver import PcTensorArg as TensorArg
 from .driver import PcTensorInput as TensorInput
@@ -56,7 +57,7 @@ Output = Union[GraphOut, InputOut, AliasOut, ConstOut]
 
 __all__ = ["AliasOut", "Argument", "ARTIFACT_FORMAT", "ARTIFACT_VERSION", "ConstArg",
            "ConstOut", "Constant", "Convention", "DataGuard", "DTensorLayout", "GraphOut", "Guard", "InputOut", "Leaf",
-           "META_NAME", "Mesh", "ModuleArg", "OptimArg", "OptimGroup", "OptimParam", "Output", "PytreeArg", "TensorArg", "TensorInput", "WriteBack",
+           "META_NAME", "Mesh", "ModuleArg", "OptimArg", "OptimGroup", "OptimParam", "Output", "ProcessGroup", "PytreeArg", "TensorArg", "TensorInput", "WriteBack",
            "decode", "dense_order", "find_class", "mesh_text", "placement_text",
            "schema_fingerprint", "SECTIONS"]
 
@@ -74,7 +75,7 @@ ARTIFACT_FORMAT = "precompile_nb.artifact"
 # a marker line, emit.marker)
 META_NAME = "_PC_META"
 SECTIONS = ("graph", "metadata", "driver")
-ARTIFACT_VERSION = 6
+ARTIFACT_VERSION = 7
 FINGERPRINTS = {
     2: "171e3cadd88976d991d90287a3f83fc7798119443ab51f09dd6200f436cdfda4",
     # 3: guards on dynamic sizes (mark_dynamic)
@@ -85,11 +86,13 @@ FINGERPRINTS = {
     5: "0080f1d6cd244af266972bd68d08f19dbb04fb63bc3149d097a2a1c5f2de618c",
     # 6: data guards (branches on tensor data kept as the example took them)
     6: "4de3d779ea0a54d7acf37c4fc87dfaf1da58670e6cbd9fc56a14fee2e7d5cd87",
+    # 7: process groups the graph's collectives name, with their sizes (checked at a call)
+    7: "f8eb7186b204748b2280dc067bfae9cc3cdc9d95d2e7f9934336d9392743f484",
 }
 
 _RECORDS = (Convention, TensorInput, Constant, ModuleArg, TensorArg, ConstArg, PytreeArg, Leaf,
             GraphOut, InputOut, AliasOut, ConstOut, WriteBack, Guard, Mesh, DTensorLayout,
-            OptimArg, OptimGroup, OptimParam, DataGuard)
+            OptimArg, OptimGroup, OptimParam, DataGuard, ProcessGroup)
 
 
 def decode(meta: Any) -> Convention:

@@ -229,6 +229,18 @@ class PcMesh(_PcRecord):
 
 
 @_pc_record
+class PcProcessGroup(_PcRecord):
+    """A process group the graph's collectives name, with its size at capture: what they
+    assume (an average divides by it, a gather makes that many shards), checked at the first
+    call (Note [process groups at the boundary])."""
+
+    name: str  # the group's registered name, as the collectives pass it
+    size: int  # its number of ranks at capture
+    world: int  # the job's world size at capture (what to precompile again for)
+    _pc_schema = {"name": "str", "size": "nat", "world": "nat"}
+
+
+@_pc_record
 class PcDTensor(_PcRecord):
     """What a DTensor input, result or gradient is (Note [DTensor at the boundary])."""
 
@@ -446,6 +458,7 @@ class PcConvention(_PcRecord):
     guards: tuple = ()  # PcGuard
     meshes: tuple = ()  # PcMesh: the device meshes of the DTensors
     data_guards: tuple = ()  # PcDataGuard
+    process_groups: tuple = ()  # PcProcessGroup: the groups the graph's collectives name
     _pc_schema = {"fn_name": "str",
                   "args": ("union", "ARGS"), "inputs": ("records", PcTensorInput),
                   "constants": ("records", PcConstant), "out_spec": "tree",
@@ -453,7 +466,8 @@ class PcConvention(_PcRecord):
                   "grads": ("records", PcWriteBack), "check_strides": "bool",
                   "device_index": "nat", "unread": "nats",
                   "guards": ("records", PcGuard), "meshes": ("records", PcMesh),
-                  "data_guards": ("records", PcDataGuard)}
+                  "data_guards": ("records", PcDataGuard),
+                  "process_groups": ("records", PcProcessGroup)}
 
 
 _PC_UNIONS = {
@@ -915,6 +929,7 @@ class _PcPlan:
     meshes: tuple  # PcMesh
     clear_grads: tuple = ()  # parameters whose .grad a call drops first (opt.zero_grad in fn)
     data_guards: tuple = ()  # PcDataGuard
+    process_groups: tuple = ()  # PcProcessGroup
 
 
 @_pc_record
@@ -1098,7 +1113,7 @@ def _pc_call_plan(conv, Err):
         dtensors=dtensors, meshes=conv.meshes,
         clear_grads=tuple(q.input for a in conv.args if isinstance(a, PcOptimArg)
                           and a.grads_cleared for g in a.groups for q in g.params),
-        data_guards=conv.data_guards)
+        data_guards=conv.data_guards, process_groups=conv.process_groups)
 
 
 _PC_GUARD_FNS = {"__builtins__": {}, "min": min, "max": max, "abs": abs}
@@ -1178,10 +1193,15 @@ def _pc_placements(texts, Err, at):
     from torch.distributed.tensor import Partial, Replicate, Shard
     out = []
     for x in texts:
-        m = _re.fullmatch(r"Shard\((\d+)\)|Replicate\(\)|Partial\((\w+)\)", x)
+        m = _re.fullmatch(r"Shard\((\d+)\)|Replicate\(\)|Partial\((\w+)\)"
+                          r"|_StridedShard\((\d+), (\d+)\)", x)
         if m is None:
-            raise _pc_load_failure(Err, at + "['placements']",
-                                   "Shard(d), Replicate() or Partial(op)", x)
+            raise _pc_load_failure(Err, at + "['placements']", "Shard(d), Replicate(), "
+                                   "Partial(op) or _StridedShard(d, split_factor)", x)
+        if m.group(3) is not None:  # FSDP2 over tensor parallelism (2.11-2.15: private)
+            from torch.distributed.tensor.placement_types import _StridedShard
+            out.append(_StridedShard(int(m.group(3)), split_factor=int(m.group(4))))
+            continue
         out.append(Shard(int(m.group(1))) if m.group(1) is not None
                    else Partial(m.group(2)) if m.group(2) is not None else Replicate())
     return tuple(out)
@@ -1223,10 +1243,13 @@ def _pc_unwrap(p, st, flat):
 
 
 def _pc_placement_text(x):
-    """A placement as the artifact writes it: "Shard(0)", "Replicate()", "Partial(sum)"."""
+    """A placement as the artifact writes it: "Shard(0)", "Replicate()", "Partial(sum)",
+    "_StridedShard(0, 2)" (dim, split_factor: FSDP2's dp shard of a tensor-parallel one)."""
     name = type(x).__name__
     if name == "Shard":
         return f"Shard({x.dim})"
+    if name == "_StridedShard":
+        return f"_StridedShard({x.dim}, {x.split_factor})"
     if name == "Partial":
         return f"Partial({x.reduce_op})"
     return f"{name}()" if name == "Replicate" else str(x)
@@ -1960,17 +1983,58 @@ def _pc_keywords_passed(p, args, kwargs):
                 hint=f"pass {key} positionally: {p.fn_name}({order})")
 
 
+# Note [process groups at the boundary]
+#   The graph's collectives name their process groups ("0" is the default group) and bake
+#   what the group's size was at capture: DDP's bucket is divided by it before its all-reduce
+#   (sum), an FSDP2 gradient is averaged over it, an all-gather makes that many shards. Run
+#   in a job where the group of that name has another size, the collectives would still run
+#   and average wrongly, with no error. So the convention records each group (name, size,
+#   the job's world size), and the first call of the artifact resolves every group by name
+#   in this process and compares its size, before any kernel runs; a missing group (no
+#   init_process_group) or another size is a PrecompileError. Once: a group registered
+#   under a name keeps its ranks, so later calls pay nothing.
+
+def _pc_check_process_groups(p):
+    """Every process group the graph's collectives name exists here with its capture size."""
+    __tracebackhide__ = True
+    for g in p.process_groups:
+        try:
+            from torch._C._distributed_c10d import _resolve_process_group
+            size = _resolve_process_group(g.name).size()
+        except Exception as e:  # noqa: BLE001 - no such group here: reported as such
+            size, why = None, f"no process group '{g.name}' ({type(e).__name__})"
+        if size == g.size:
+            continue
+        ranks = lambda n: f"{n} rank" + ("s" if n != 1 else "")  # noqa: E731
+        actual = why if size is None else f"process group '{g.name}' of {ranks(size)}"
+        raise p.Err(f"{p.fn_name}: the artifact's collectives were made for a process group "
+                    f"of {g.size} ranks (a job of {g.world}); this job's has "
+                    + ("none" if size is None else str(size)), invariant=6, stage="call",
+                    where=f"process group '{g.name}' (the graph's collectives)",
+                    expected=f"process group '{g.name}' of {g.size} ranks", actual=actual,
+                    hint=f"run this artifact in a job of {g.world} ranks (init_process_group "
+                         "and the same device meshes, in the same order, before its first "
+                         "call); for this job, precompile again in it (every rank, or "
+                         "precompile_on_one_rank, which compiles for the job it runs in)")
+
+
 def _pc_make_forward(meta, graph_call, error_class=None):
     """The artifact's forward(*args), from its metadata literal and its compiled graph."""
     p = _pc_call_plan(_pc_decode(meta, error_class), error_class or PrecompileError)
     st = _PcState(p.nargs, len(p.checks))
     single_out, n_inputs, distinct, Err = p.single_out, len(p.checks), p.distinct, p.Err
     dynamic, has_dtensors = p.dynamic, bool(p.dtensors)
+    groups_unchecked = bool(p.process_groups)  # Note [process groups at the boundary]
 
     def forward(*args, **kwargs):
+        nonlocal groups_unchecked
         if kwargs:  # an empty dict's truth test: the one cost of naming the keyword
             __tracebackhide__ = True
             _pc_keywords_passed(p, args, kwargs)
+        if groups_unchecked:  # once: a registered group keeps its ranks
+            __tracebackhide__ = True
+            _pc_check_process_groups(p)
+            groups_unchecked = False
         try:
             flat = _pc_flatten(p, st, args)
             dts = _pc_unwrap(p, st, flat) if has_dtensors else None

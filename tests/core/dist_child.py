@@ -4,19 +4,26 @@ tests/core/test_distributed.py: python dist_child.py RANK WORLD PORT OUT_DIR SCE
 Each scenario runs in turn on every rank and writes what it saw into OUT_DIR/rank{R}.json:
   tp          a tensor-parallel MLP (ColwiseParallel / RowwiseParallel) training step with
               .backward() and SGD, 3 steps, artifact vs eager TP, inductor and eager backends;
-              and a DTensor input (Shard(0)) through a distribute_module Linear
-  one_rank    precompile_on_one_rank through the process group and through a directory;
-              how many captures and C++ builds each rank ran
-  data_parallel  a tiny transformer (2 blocks, d=32) trained 3 SGD steps with FSDP2
-              (fully_shard per block and at the root) and with DDP, artifact vs eager, each
-              rank on its own batch: eager backend precompiled on every rank (FSDP2 with a
-              bf16 / fp32-reduce mixed precision policy), inductor through
-              precompile_on_one_rank (what stays refused: tests/core/test_dtensor.py)
+              and a DTensor input (Shard(0)) through a distribute_module Linear; the
+              inductor ones through precompile_on_one_rank (its "one_rank" part): the TP
+              step through the process group from rank 0, the DTensor-input fn through a
+              directory from rank 1, at once; how many captures and C++ builds each ran
+  data_parallel  a tiny transformer (d=32; 2 blocks, 1 for Inductor) trained 3 SGD steps
+              with FSDP2 (fully_shard per block and at the root) and with DDP, artifact vs
+              eager, each rank on its own batch: eager backend precompiled on every rank
+              (FSDP2 with a bf16 / fp32-reduce mixed precision policy), inductor through
+              precompile_on_one_rank, DDP's from rank 0 and FSDP2's from rank 1 at once
+              (what stays refused: tests/core/test_dtensor.py)
+  other_world the DDP artifact above called in a job of 1 rank (last: it ends the 2-rank job)
+  fsdp2_tp    (4 ranks) FSDP2 on the "dp" dim of a (2, 2) mesh over tensor parallelism on
+              "tp", 3 SGD steps, artifact (eager backend) vs eager FSDP2 + TP
 The parent kills the ranks when they run past its timeout.
 """
 import json
 import os
 import sys
+import threading
+import time
 import traceback
 import warnings
 
@@ -41,12 +48,21 @@ from precompile_nb import PrecompileError, precompile  # noqa: E402
 from precompile_nb.distributed import precompile_on_one_rank  # noqa: E402
 
 mesh = init_device_mesh("cpu", (world,))
-counts = {"captures": 0, "cpp_builds": 0}
+_tls = threading.local()  # what each thread compiled (two compile at once: on_one_rank_each)
+
+
+def tally():
+    """This thread's counts of captures and C++ builds."""
+    if not hasattr(_tls, "counts"):
+        _tls.counts = {"captures": 0, "cpp_builds": 0}
+    return _tls.counts
+
+
 _capture = core_mod.capture  # the stage function build() calls
 
 
 def _counting_capture(*a, **k):
-    counts["captures"] += 1
+    tally()["captures"] += 1
     return _capture(*a, **k)
 
 
@@ -57,11 +73,39 @@ _build = cpp_builder.CppBuilder.build
 
 
 def _counting_build(self):
-    counts["cpp_builds"] += 1
+    tally()["cpp_builds"] += 1
     return _build(self)
 
 
 cpp_builder.CppBuilder.build = _counting_build
+
+
+def on_one_rank_each(jobs):
+    """jobs: case -> (src, fn, example_inputs, options). Each case through
+    precompile_on_one_rank on rank src, over a process group of its own, all cases at once
+    (one thread each), so that rank 0 and rank 1 compile at the same time. case ->
+    (SharedArtifact, what this thread compiled: captures, cpp_builds)."""
+    groups = {case: dist.new_group(backend="gloo") for case in jobs}  # in order, every rank
+    out = {}
+
+    def run(case, src, fn, inputs, options):
+        before = dict(tally())
+        try:
+            f = precompile_on_one_rank(fn, *inputs, src=src, group=groups[case], **options)
+            out[case] = f, {k: tally()[k] - before[k] for k in before}
+        except BaseException as e:  # noqa: BLE001 - raised in the main thread below
+            out[case] = e
+
+    threads = [threading.Thread(target=run, args=(case, *job), daemon=True)
+               for case, job in jobs.items()]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()  # the parent's timeout ends a rank that hangs here
+    for case in jobs:
+        if isinstance(out[case], BaseException):
+            raise out[case]
+    return out
 
 
 class MLP(nn.Module):
@@ -93,57 +137,73 @@ def max_diff(a, b):
     return float((full(a) - full(b)).abs().max())
 
 
-def scenario_tp():
-    out = {}
-    x = torch.randn(4, 16, generator=torch.Generator().manual_seed(1))
-    for backend in ("inductor", "eager"):
-        m, ref = tp_pair()
-        art = core_mod.build(train_step, m, x, backend=backend)
-        code, cache = art.python_code, art.cache
-        f = precompile.load(code, cache)
-        opt, opt_ref = (torch.optim.SGD(mm.parameters(), lr=0.1) for mm in (m, ref))
-        losses = []
-        for _ in range(3):
-            got, want = f(m, x), train_step(ref, x)
-            losses.append([float(got), float(want)])
-            opt.step(), opt_ref.step(), opt.zero_grad(), opt_ref.zero_grad()
-        out[backend] = {
-            "losses": losses,
+def relu_linear(m, x):
+    return m(x).relu()
+
+
+def dtensor_input_pair():
+    """A replicated Linear and a DTensor input sharded on the batch (Shard(0))."""
+    torch.manual_seed(2)
+    lin = distribute_module(nn.Linear(16, 8), mesh)
+    xs = distribute_tensor(torch.randn(8, 16, generator=torch.Generator().manual_seed(3)),
+                           mesh, [Shard(0)])
+    return lin, xs
+
+
+def tp_train(m, ref, f, code, x):
+    """3 steps of the artifact `f` against eager TP."""
+    opt, opt_ref = (torch.optim.SGD(mm.parameters(), lr=0.1) for mm in (m, ref))
+    losses, first = [], None
+    for _ in range(3):
+        got, want = f(m, x), train_step(ref, x)
+        losses.append([float(got), float(want)])
+        if first is None:  # the first call's loss and gradients, for scenario one_rank
+            first = {"diff": max_diff(got, want), "grads": max(
+                max_diff(a.grad, b.grad) for a, b in zip(m.parameters(), ref.parameters()))}
+        opt.step(), opt_ref.step(), opt.zero_grad(), opt_ref.zero_grad()
+    return {"losses": losses,
             "weights": max(max_diff(a, b) for a, b in zip(m.parameters(), ref.parameters())),
             "grad_types": sorted({type(p).__name__ for p in m.parameters()}),
-            "collective_nodes": sum(n.role == "collective" for n in art.captured.nodes),
             "collectives": sum("_c10d_functional" in ln for ln in code.splitlines()
-                               if not ln.lstrip().startswith("#")),
-        }
-        # a DTensor input sharded on the batch through a replicated Linear
-        torch.manual_seed(2)
-        lin = distribute_module(nn.Linear(16, 8), mesh)
-        xs = distribute_tensor(torch.randn(8, 16, generator=torch.Generator().manual_seed(3)),
-                               mesh, [Shard(0)])
-        code, cache = precompile(lambda m, x: m(x).relu(), lin, xs, backend=backend)
-        g = precompile.load(code, cache)
-        y = g(lin, xs)
-        out[backend]["dtensor_input"] = {
-            "type": type(y).__name__, "placements": [str(p) for p in y.placements],
+                               if not ln.lstrip().startswith("#"))}, first
+
+
+def dtensor_input_result(g, lin, xs):
+    y = g(lin, xs)
+    return {"type": type(y).__name__, "placements": [str(p) for p in y.placements],
             "diff": max_diff(y, lin(xs).relu())}
-    return out
 
 
-def scenario_one_rank():
+def scenario_tp():
+    """Tensor parallelism and a DTensor input. Eager backend precompiled on every rank;
+    Inductor through precompile_on_one_rank, the TP step through the process group on rank
+    0 while the DTensor-input fn goes through a directory from rank 1, at once: what
+    scenario one_rank reads (each compiled on one rank, loaded on the other)."""
     out = {}
     x = torch.randn(4, 16, generator=torch.Generator().manual_seed(1))
-    for via in ("group", "directory"):
-        m, ref = tp_pair()
-        before = dict(counts)
-        directory = os.path.join(out_dir, "shared") if via == "directory" else None
-        shared = precompile_on_one_rank(train_step, m, x, directory=directory, name="step")
-        loss = shared(m, x)
-        out[via] = {"compiled_here": shared.compiled_here,
-                    "captures": counts["captures"] - before["captures"],
-                    "cpp_builds": counts["cpp_builds"] - before["cpp_builds"],
-                    "diff": max_diff(loss, train_step(ref, x)),
-                    "grads": max(max_diff(a.grad, b.grad)
-                                 for a, b in zip(m.parameters(), ref.parameters()))}
+    m, ref = tp_pair()
+    art = core_mod.build(train_step, m, x, backend="eager")
+    out["eager"], _ = tp_train(m, ref, precompile.load(art.python_code, art.cache),
+                               art.python_code, x)
+    # the report's graph marks the collectives (capture's graph: the same for every backend)
+    out["eager"]["collective_nodes"] = sum(n.role == "collective" for n in art.captured.nodes)
+    lin, xs = dtensor_input_pair()
+    out["eager"]["dtensor_input"] = dtensor_input_result(
+        precompile.load(*precompile(relu_linear, lin, xs, backend="eager")), lin, xs)
+    (m, ref), (lin, xs) = tp_pair(), dtensor_input_pair()
+    shared = on_one_rank_each({
+        "group": (0, train_step, (m, x), {"backend": "inductor"}),
+        "directory": (1, relu_linear, (lin, xs), {
+            "backend": "inductor", "directory": os.path.join(out_dir, "shared"),
+            "name": "relu_linear"})})
+    f, compiled = shared["group"]
+    out["inductor"], first = tp_train(m, ref, f, f.python_code, x)
+    one_rank = {"group": {"compiled_here": f.compiled_here, "src": f.src, **compiled, **first}}
+    g, compiled = shared["directory"]
+    out["inductor"]["dtensor_input"] = dtensor_input_result(g, lin, xs)
+    one_rank["directory"] = {"compiled_here": g.compiled_here, "src": g.src, **compiled,
+                             "diff": out["inductor"]["dtensor_input"]["diff"]}
+    out["one_rank"] = one_rank
     return out
 
 
@@ -164,10 +224,10 @@ class Block(nn.Module):
 class TinyLM(nn.Module):
     """2 blocks, d=32; a vocabulary of 61 shards unevenly over 2 ranks (31 + 30 rows)."""
 
-    def __init__(self, vocab=61, d=32):
+    def __init__(self, vocab=61, d=32, blocks=2):
         super().__init__()
         self.emb = nn.Embedding(vocab, d)
-        self.blocks = nn.ModuleList([Block(d), Block(d)])
+        self.blocks = nn.ModuleList([Block(d) for _ in range(blocks)])
         self.ln, self.head = nn.LayerNorm(d), nn.Linear(d, vocab)
 
     def forward(self, tok):
@@ -184,11 +244,11 @@ def lm_step(model, tok):
     return loss.detach()
 
 
-def data_parallel(kind, mp=None, bucket_cap_mb=None, vocab=61):
+def data_parallel(kind, mp=None, bucket_cap_mb=None, vocab=61, blocks=2):
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
     from torch.nn.parallel import DistributedDataParallel as DDP
     torch.manual_seed(0)
-    m = TinyLM(vocab)
+    m = TinyLM(vocab, blocks=blocks)
     if kind == "ddp":
         return DDP(m) if bucket_cap_mb is None else DDP(m, bucket_cap_mb=bucket_cap_mb)
     policy = mp or MixedPrecisionPolicy()
@@ -197,21 +257,24 @@ def data_parallel(kind, mp=None, bucket_cap_mb=None, vocab=61):
     return fully_shard(m, mesh=mesh, mp_policy=policy)
 
 
-def train_against_eager(kind, backend, mp=None, one_rank=False, bucket_cap_mb=None):
-    """3 SGD steps through the artifact and through eager FSDP2/DDP, each rank on its own
-    batch; what the ranks saw, and (one_rank) what this rank compiled. Compiled on one rank,
-    the vocabulary is 64 (even shards: one graph fits both ranks); else 61 (uneven)."""
-    vocab = 64 if one_rank else 61
-    m, ref = (data_parallel(kind, mp, bucket_cap_mb, vocab) for _ in range(2))
-    tok = torch.randint(0, vocab, (4, 9), generator=torch.Generator().manual_seed(rank))
-    before = dict(counts)
-    if one_rank:
-        f = precompile_on_one_rank(lm_step, m, tok, backend=backend)
-        code = f.python_code
-    else:
-        code, cache = precompile(lm_step, m, tok, backend=backend)
-        f = precompile.load(code, cache)
-    compiled = {k: counts[k] - before[k] for k in counts}
+def train_against_eager(kind, backend, mp=None, bucket_cap_mb=None):
+    """3 SGD steps through the artifact, precompiled on every rank, and through eager
+    FSDP2/DDP, each rank on its own batch (the vocabulary of 61 shards unevenly)."""
+    m, ref = (data_parallel(kind, mp, bucket_cap_mb) for _ in range(2))
+    tok = lm_batch(61)
+    before = dict(tally())
+    code, cache = precompile(lm_step, m, tok, backend=backend)
+    compiled = {k: tally()[k] - before[k] for k in before}
+    ARTIFACTS[f"{kind}_{backend}"] = code, cache
+    return train(m, ref, precompile.load(code, cache), code, tok, compiled)
+
+
+def lm_batch(vocab):
+    return torch.randint(0, vocab, (4, 9), generator=torch.Generator().manual_seed(rank))
+
+
+def train(m, ref, f, code, tok, compiled):
+    """What the ranks saw over 3 SGD steps of the artifact `f` and of eager on `ref`."""
     opt, opt_ref = (torch.optim.SGD(x.parameters(), lr=0.1) for x in (m, ref))
     losses, grads = [], []
     for _ in range(3):
@@ -230,20 +293,36 @@ def train_against_eager(kind, backend, mp=None, one_rank=False, bucket_cap_mb=No
                                and not ln.lstrip().startswith("#")}),
         "all_reduces": sum("_c10d_functional.all_reduce" in ln for ln in code.splitlines()
                            if not ln.lstrip().startswith("#")),
-        "compiled_here": getattr(f, "compiled_here", True), **compiled}
+        "compiled_here": getattr(f, "compiled_here", True), "src": getattr(f, "src", rank),
+        **compiled}
 
 
 def scenario_data_parallel():
+    """Eager backend precompiled on every rank; Inductor through precompile_on_one_rank, DDP's
+    compiled on rank 0 while FSDP2's is compiled on rank 1 (a vocabulary of 64: even shards,
+    one graph for both ranks; 1 block and the root: Inductor's C++ build is most of the
+    job's time, and the blocks are alike)."""
     from torch.distributed.fsdp import MixedPrecisionPolicy
     bf16 = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
     # 0.05 MB buckets: the tiny model's ~120 KB of gradients in 3 buckets, 3 all-reduces
-    return {"ddp_eager": train_against_eager("ddp", "eager", bucket_cap_mb=0.05),
-            "fsdp2_eager_bf16": train_against_eager("fsdp2", "eager", bf16),
-            "ddp_inductor": train_against_eager("ddp", "inductor", one_rank=True),
-            "fsdp2_inductor": train_against_eager("fsdp2", "inductor", one_rank=True),
-            "uneven_one_rank": refused(lambda: precompile_on_one_rank(
-                lm_step, data_parallel("fsdp2"), torch.randint(0, 61, (4, 9)),
-                backend="eager"))}
+    t0 = time.perf_counter()  # the parts' seconds, for people reading the job's cost
+    out = {"ddp_eager": train_against_eager("ddp", "eager", bucket_cap_mb=0.05),
+           "fsdp2_eager_bf16": train_against_eager("fsdp2", "eager", bf16)}
+    t1 = time.perf_counter()
+    models = {kind: [data_parallel(kind, vocab=64, blocks=1) for _ in range(2)]
+              for kind in ("ddp", "fsdp2")}
+    tok = lm_batch(64)
+    shared = on_one_rank_each({
+        f"{kind}_inductor": (src, lm_step, (models[kind][0], tok), {"backend": "inductor"})
+        for kind, src in (("ddp", 0), ("fsdp2", 1))})
+    for kind in ("ddp", "fsdp2"):
+        f, compiled = shared[f"{kind}_inductor"]
+        ARTIFACTS[f"{kind}_inductor"] = f.python_code, f.cache
+        out[f"{kind}_inductor"] = train(*models[kind], f, f.python_code, tok, compiled)
+    out["uneven_one_rank"] = refused(lambda: precompile_on_one_rank(
+        lm_step, data_parallel("fsdp2"), torch.randint(0, 61, (4, 9)), backend="eager"))
+    out["seconds"] = {"eager": round(t1 - t0, 1), "inductor": round(time.perf_counter() - t1, 1)}
+    return out
 
 
 def refused(call):
@@ -255,13 +334,81 @@ def refused(call):
     return {"error": None}
 
 
-results = {}
+def scenario_fsdp2_tp():
+    """4 ranks: FSDP2 (fully_shard on "dp") over tensor parallelism (on "tp") of the MLP, a
+    (2, 2) mesh, 3 SGD steps through the artifact (eager backend) and through eager FSDP2 +
+    TP, each dp rank on its own batch."""
+    from torch.distributed.fsdp import fully_shard
+
+    from precompile_nb.core.load import read_meta
+    from precompile_nb.runtime.convention import decode
+    mesh2d = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+
+    def make():
+        torch.manual_seed(0)
+        m = parallelize_module(MLP(), mesh2d["tp"], {"up": ColwiseParallel(),
+                                                    "down": RowwiseParallel()})
+        return fully_shard(m, mesh=mesh2d["dp"])
+
+    m, ref = make(), make()
+    dp_rank = mesh2d["dp"].get_local_rank()
+    x = torch.randn(4, 16, generator=torch.Generator().manual_seed(dp_rank))
+    code, cache = precompile(train_step, m, x, backend="eager")
+    f = precompile.load(code, cache)
+    opt, opt_ref = (torch.optim.SGD(mm.parameters(), lr=0.1) for mm in (m, ref))
+    losses, grads = [], []
+    for _ in range(3):
+        got, want = f(m, x), train_step(ref, x)
+        losses.append([float(got), float(want)])
+        grads.append(max(max_diff(a.grad, b.grad)
+                         for a, b in zip(m.parameters(), ref.parameters())))
+        opt.step(), opt_ref.step(), opt.zero_grad(), opt_ref.zero_grad()
+    f(m, x)  # the gradients as they land, against eager FSDP2's
+    train_step(ref, x)
+    return {"losses": losses, "grads": grads, "dp_rank": dp_rank,
+            "weights": max(max_diff(a, b) for a, b in zip(m.parameters(), ref.parameters())),
+            "placements": {n: [str(q) for q in p.placements] for n, p in m.named_parameters()},
+            "grad_placements": [[[str(q) for q in p.grad.placements] for p in mm.parameters()]
+                                for mm in (m, ref)],
+            "collectives": sorted({ln.split("_c10d_functional.")[1].split("(")[0].split(".")[0]
+                                   for ln in code.splitlines() if "_c10d_functional." in ln
+                                   and not ln.lstrip().startswith("#")}),
+            "groups": [(g.size, g.world) for g in decode(read_meta(code)).process_groups]}
+
+
+def scenario_other_world():
+    """The DDP artifact made above in this 2-rank job, loaded in a job of 1 rank (this
+    process's job torn down and started again alone): its first call refuses, before the
+    all-reduce would average over 1 rank what it divides by 2. Last: the 2-rank job is gone."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    from precompile_nb.core.load import read_meta
+    from precompile_nb.runtime.convention import decode
+    groups = {k: [g.to_literal() for g in decode(read_meta(code)).process_groups]
+              for k, (code, _) in ARTIFACTS.items()}
+    code, cache = ARTIFACTS["ddp_eager"]
+    dist.destroy_process_group()
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    torch.manual_seed(0)
+    m = DDP(TinyLM())
+    f = precompile.load(code, cache)
+    tok = torch.randint(0, 61, (4, 9), generator=torch.Generator().manual_seed(rank))
+    out = {"groups": groups, "ddp": refused(lambda: f(m, tok)),
+           "grads": [p.grad is None for p in m.parameters()]}
+    return out
+
+
+results, seconds = {}, {}
+ARTIFACTS = {}  # case -> (python_code, cache) of the data-parallel artifacts made above
 for name in scenarios:
+    t0 = time.perf_counter()  # reported for people reading the job's cost, never asserted
     try:
         results[name] = globals()[f"scenario_{name}"]()
     except BaseException as e:  # noqa: BLE001 - reported to the parent, which fails the test
         results[name] = {"crashed": f"{type(e).__name__}: {e}",
                          "traceback": traceback.format_exc()[-3000:]}
+    seconds[name] = round(time.perf_counter() - t0, 1)
+results["seconds"] = seconds
 with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as fh:
     json.dump(results, fh)
 dist.barrier()

@@ -1,10 +1,15 @@
-"""torch.distributed on CPU: two gloo ranks on 127.0.0.1, spawned here and always ended.
+"""torch.distributed on CPU: gloo ranks on 127.0.0.1 (a job of 2, and one of 4), spawned here
+and always ended.
 
 Tensor parallelism (parallelize_module) trained through the artifact matches eager TP on every
 rank; compile on one rank, load on the others (which compile nothing); FSDP2 (fully_shard) and
 DDP training steps of a tiny transformer match eager FSDP2 / DDP over 3 optimizer steps on
-both ranks, both backends (what stays refused: tests/core/test_dtensor.py). The ranks run tests/core/dist_child.py once
-for all scenarios (one process-group start-up for the module), each scenario reported apart.
+both ranks, both backends (what stays refused: tests/core/test_dtensor.py); an artifact made
+in this 2-rank job refuses to run in a job of 1 rank; in the 4-rank job, FSDP2 over tensor
+parallelism on a (dp=2, tp=2) mesh matches eager FSDP2 + TP (eager backend: Inductor's
+collectives are covered by the 2-rank job). The ranks run tests/core/dist_child.py once per
+job for all its scenarios (one process-group start-up), each scenario reported apart. Cost: the Inductor compiles on one rank run two at a time, one on each rank
+(dist_child.on_one_rank_each); the eager backend where the backend does not matter.
 """
 from __future__ import annotations
 
@@ -18,7 +23,7 @@ from pathlib import Path
 import pytest
 
 CHILD = Path(__file__).with_name("dist_child.py")
-SCENARIOS = ("tp", "one_rank", "data_parallel")
+SCENARIOS = ("tp", "data_parallel", "other_world")  # other_world ends the job
 TIMEOUT_S = 900  # the whole job on a 2-core CI machine; then every rank is killed
 
 
@@ -57,7 +62,15 @@ def run_ranks(world: int, out_dir: Path, scenarios: tuple[str, ...]) -> list[dic
 
 @pytest.fixture(scope="module")
 def two_ranks(tmp_path_factory) -> list[dict]:
-    return run_ranks(2, tmp_path_factory.mktemp("dist"), SCENARIOS)
+    results = run_ranks(2, tmp_path_factory.mktemp("dist"), SCENARIOS)
+    print("seconds per scenario, per rank:", [r.get("seconds") for r in results],
+          [r.get("data_parallel", {}).get("seconds") for r in results])  # -s
+    return results
+
+
+@pytest.fixture(scope="module")
+def four_ranks(tmp_path_factory) -> list[dict]:
+    return run_ranks(4, tmp_path_factory.mktemp("dist4"), ("fsdp2_tp",))
 
 
 def _scenario(results: list[dict], name: str) -> list[dict]:
@@ -77,9 +90,9 @@ def test_tensor_parallel_training_matches_eager_tp_on_every_rank(two_ranks, back
             assert loss == pytest.approx(want, rel=1e-5, abs=1e-6), (r, step)
         assert got["weights"] < 1e-5, f"rank {r}: weights drift from eager TP"
         assert got["grad_types"] == ["DTensor"]
-        assert got["collective_nodes"] >= 2  # the report's graph marks them
-        if backend == "inductor":  # the TP collectives run inside the compiled graph
-            assert got["collectives"] >= 1
+        if backend == "eager":  # capture's graph, the same for both backends
+            assert got["collective_nodes"] >= 2  # the report's graph marks them
+        assert got["collectives"] >= 1  # the TP collectives run inside the graph
 
 
 @pytest.mark.parametrize("backend", ["inductor", "eager"])
@@ -91,14 +104,25 @@ def test_a_sharded_dtensor_input_returns_the_dtensor_eager_returns(two_ranks, ba
         assert got["diff"] < 1e-5
 
 
-@pytest.mark.parametrize("via", ["group", "directory"])
+def _src_and_other(results: list[dict]) -> tuple[dict, dict]:
+    """(the compiling rank's result, the other's): each case names its src rank."""
+    src = results[0]["src"]
+    assert src in (0, 1) and results[1]["src"] == src
+    return results[src], results[1 - src]
+
+
+@pytest.mark.parametrize("via", ["group", "directory"])  # compiled on rank 0, on rank 1
 def test_one_rank_compiles_and_the_other_loads_compiling_nothing(two_ranks, via):
-    rank0, rank1 = (res[via] for res in _scenario(two_ranks, "one_rank"))
-    assert rank0["compiled_here"] and rank0["captures"] == 1
-    assert not rank1["compiled_here"]
-    assert rank1["captures"] == 0 and rank1["cpp_builds"] == 0
-    for res in (rank0, rank1):
-        assert res["diff"] < 1e-5 and res["grads"] < 1e-5
+    """Inductor; through the group: the TP training step; through a directory: the
+    DTensor-input fn (scenario tp's inductor artifacts)."""
+    results = [res["one_rank"][via] for res in _scenario(two_ranks, "tp")]
+    assert results[0]["src"] == (0 if via == "group" else 1)
+    compiler, loader = _src_and_other(results)
+    assert compiler["compiled_here"] and compiler["captures"] == 1
+    assert not loader["compiled_here"]
+    assert loader["captures"] == 0 and loader["cpp_builds"] == 0
+    for res in results:
+        assert res["diff"] < 1e-5 and res.get("grads", 0.0) < 1e-5
 
 
 DATA_PARALLEL = ["ddp_eager", "fsdp2_eager_bf16", "ddp_inductor", "fsdp2_inductor"]
@@ -125,12 +149,14 @@ def test_data_parallel_training_matches_eager_fsdp2_and_ddp_on_both_ranks(two_ra
         assert results[0]["all_reduces"] >= 3
 
 
-@pytest.mark.parametrize("case", ["ddp_inductor", "fsdp2_inductor"])
+@pytest.mark.parametrize("case", ["ddp_inductor", "fsdp2_inductor"])  # on rank 0, on rank 1
 def test_data_parallel_compiled_on_one_rank_compiles_nothing_on_the_other(two_ranks, case):
-    rank0, rank1 = (res[case] for res in _scenario(two_ranks, "data_parallel"))
-    assert rank0["compiled_here"] and rank0["captures"] == 1
-    assert not rank1["compiled_here"]
-    assert rank1["captures"] == 0 and rank1["cpp_builds"] == 0
+    results = [res[case] for res in _scenario(two_ranks, "data_parallel")]
+    assert results[0]["src"] == (0 if case == "ddp_inductor" else 1)
+    compiler, loader = _src_and_other(results)
+    assert compiler["compiled_here"] and compiler["captures"] == 1
+    assert not loader["compiled_here"]
+    assert loader["captures"] == 0 and loader["cpp_builds"] == 0
 
 
 def test_an_unevenly_sharded_model_compiled_on_one_rank_is_refused_on_every_rank(two_ranks):
@@ -138,6 +164,39 @@ def test_an_unevenly_sharded_model_compiled_on_one_rank_is_refused_on_every_rank
         got = res["uneven_one_rank"]
         assert got["error"] == "PrecompileError" and got["invariant"] == 6
         assert "unevenly" in got["text"] and "precompile on every rank" in got["text"]
+
+
+def test_an_artifact_made_in_a_2_rank_job_refuses_to_run_in_a_job_of_1_rank(two_ranks):
+    """Its collectives average over the 2 ranks they were made for: called in a job of 1 rank
+    it would halve every gradient, silently; its first call refuses instead."""
+    for res in _scenario(two_ranks, "other_world"):
+        got = res["ddp"]
+        assert got["error"] == "PrecompileError" and got["invariant"] == 6, got
+        assert "process group of 2 ranks (a job of 2)" in got["text"]
+        assert "this job's has 1" in got["text"]
+        assert "precompile_on_one_rank" in got["text"]
+        assert all(res["grads"])  # refused before anything ran: no gradient written
+        for case in ("ddp_eager", "fsdp2_eager", "ddp_inductor", "fsdp2_inductor"):
+            assert [(g["size"], g["world"]) for g in res["groups"][case]] == [(2, 2)], case
+
+
+def test_fsdp2_over_tensor_parallelism_on_a_2d_mesh_matches_eager_on_every_rank(four_ranks):
+    """fully_shard on "dp" of parameters tensor parallelism made DTensors on "tp": FSDP2's
+    strided shards (_StridedShard) all-gathered on dp only, the gradients averaged over dp and
+    landing on those strided shards; the eager backend gives eager's values bit for bit."""
+    results = _scenario(four_ranks, "fsdp2_tp")
+    for r, got in enumerate(results):
+        for step, (loss, want) in enumerate(got["losses"]):
+            assert loss == want, (r, step)
+        assert max(got["grads"]) == 0 and got["weights"] == 0, f"rank {r}"
+        assert got["placements"]["up.weight"] == ["_S(0, 2)", "S(0)"]  # _StridedShard(0, split_factor=2)
+        assert got["placements"]["down.weight"] == ["S(0)", "S(1)"]
+        ours, eager = got["grad_placements"]
+        assert ours == eager
+        assert "all_gather_into_tensor" in " ".join(got["collectives"])
+        assert sorted(got["groups"]) == [[2, 4], [2, 4]]  # the dp and the tp group
+    by_dp = {got["dp_rank"]: got["losses"] for got in results}
+    assert len(by_dp) == 2 and by_dp[0] != by_dp[1]  # each dp rank trained on its own batch
 
 
 @pytest.mark.cuda

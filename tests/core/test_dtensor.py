@@ -161,7 +161,7 @@ def test_fsdp1_hsdp_and_an_unsharded_fsdp2_model_are_refused_with_the_fix(mesh):
     from torch.distributed.tensor import init_device_mesh
     mesh2d = init_device_mesh("cpu", (1, 1), mesh_dim_names=("replicate", "shard"))
     hsdp = fully_shard(nn.Linear(8, 4), mesh=mesh2d)  # a 2-D mesh: HSDP
-    with pytest.raises(PrecompileError, match="more than one dimension") as e:
+    with pytest.raises(PrecompileError, match="more than one data-parallel dimension") as e:
         precompile(step, hsdp, torch.randn(6, 8))
     assert e.value.invariant == 4 and "1-D mesh" in e.value.hint
     from torch.distributed.fsdp import FullyShardedDataParallel

@@ -101,6 +101,7 @@ from .parallel import (  # noqa: F401 - the door re-exports
     all_reduce_sum,
     broadcast,
     cast_floating,
+    collective_groups,
     data_parallel_wrapper,
     ddp_forward_is_the_module,
     ddp_settings,

@@ -44,6 +44,9 @@ class FsdpParam:
     sharded: torch.Tensor  # the sharded DTensor parameter FSDP2 registers when resharded
     param_dtype: torch.dtype | None
     reduce_dtype: torch.dtype | None
+    # FSDP2 over a tensor-parallel DTensor: the parameter's TP layout (DTensorSpec), which
+    # the module computes on; None for a plain parameter
+    tp_spec: Any = None
 
 
 @dataclass(frozen=True)
@@ -81,12 +84,20 @@ def fsdp2_units(root: torch.nn.Module) -> list[FsdpUnit]:
                 owners = ((info.module, info.param_name),) + tuple(
                     zip(info.shared_modules, info.shared_param_names))
                 params.append(FsdpParam(owners=owners, sharded=fp.sharded_param,
+                                        tp_spec=_tp_spec(fp),
                                         **_fsdp_dtypes(fp.sharded_param.dtype, mp)))
         units.append(FsdpUnit(
             modules=tuple(state._modules), params=tuple(params),
             cast_inputs_to=mp.param_dtype if mp.cast_forward_inputs else None,
             output_dtype=mp.output_dtype))
     return units
+
+
+def _tp_spec(fp: Any) -> Any:
+    """The DTensorSpec of a parameter FSDP2 shards over tensor parallelism (FSDPParam.
+    _unsharded_dtensor_spec, 2.13-2.15; _tp_spec before), or None for a plain parameter."""
+    spec = getattr(fp, "_unsharded_dtensor_spec", None)
+    return spec if spec is not None else getattr(fp, "_tp_spec", None)
 
 
 def _fsdp_dtypes(orig: torch.dtype, mp: Any) -> dict[str, torch.dtype | None]:
@@ -155,17 +166,25 @@ def cast_floating(dtype: torch.dtype, tree: Any) -> Any:
 
 
 def unsharded(p: torch.Tensor, param_dtype: torch.dtype | None,
-              reduce_dtype: torch.dtype | None) -> torch.Tensor:
+              reduce_dtype: torch.dtype | None, tp_spec: Any = None) -> torch.Tensor:
     """The full parameter of a Shard(0) DTensor `p`, as a plain tensor (SimpleFSDP's
     replicate-compute, torchtitan): all-gathered in `param_dtype`; its gradient
     reduce-scattered in `reduce_dtype` and averaged over the mesh, landing on `p` as a
     Shard(0) DTensor of `p`'s dtype. DTensor pads and unpads uneven shards as FSDP2 does.
+    With `tp_spec` (FSDP2 over tensor parallelism: `p` on the (dp, tp) mesh, Shard(0) or
+    _StridedShard(0) on dp), only the dp dim is gathered and the result is the DTensor of
+    `tp_spec` on the tp mesh, as FSDP2 gives the module; its gradient averaged over dp.
     redistribute(forward_dtype=, backward_dtype=): 2.13-2.15."""
-    from torch.distributed.tensor import Partial, Replicate
+    from torch.distributed.tensor import DTensor, Partial, Replicate
 
-    full = p.redistribute(placements=[Replicate()], forward_dtype=param_dtype,
+    keep = list(p.placements[1:]) if tp_spec is not None else []
+    full = p.redistribute(placements=[Replicate(), *keep], forward_dtype=param_dtype,
                           backward_dtype=reduce_dtype)
-    return full.to_local(grad_placements=[Partial("avg")])
+    local = full.to_local(grad_placements=[Partial("avg"), *keep])
+    if tp_spec is None:
+        return local
+    return DTensor.from_local(local, tp_spec.mesh, tp_spec.placements, run_check=False,
+                              shape=tp_spec.shape, stride=tp_spec.stride)
 
 
 def fsdp_mesh_of(p: torch.Tensor) -> Any:
@@ -247,6 +266,28 @@ def broadcast(t: torch.Tensor, src: int, group: Any) -> torch.Tensor:
 
 def group_name(group: Any) -> str:
     return group.group_name
+
+
+def collective_groups(gm: torch.fx.GraphModule) -> list[tuple[str, int, int]]:
+    """(name, size, world size) of each process group the graph's functional collectives
+    name, in first-use order: the argument the op's schema calls `group_name`
+    (_c10d_functional and _dtensor ops, 2.11-2.15), resolved in this process
+    (_resolve_process_group)."""
+    import torch.distributed as dist
+    from torch._C._distributed_c10d import _resolve_process_group
+
+    names: dict[str, None] = {}
+    for n in gm.graph.nodes:
+        if n.op != "call_function" or getattr(n.target, "namespace", None) not in (
+                "_c10d_functional", "c10d_functional", "_dtensor"):
+            continue
+        schema = getattr(n.target, "_schema", None)
+        for k, a in enumerate(schema.arguments if schema is not None else ()):
+            value = n.args[k] if k < len(n.args) else n.kwargs.get(a.name)
+            if a.name == "group_name" and isinstance(value, str):
+                names.setdefault(value)
+    world = dist.get_world_size() if names else 0
+    return [(name, _resolve_process_group(name).size(), world) for name in names]
 
 
 def queue_end_of_backward(fn: Callable[[], None]) -> None:

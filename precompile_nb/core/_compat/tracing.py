@@ -576,10 +576,12 @@ def dtensor_mesh(t: torch.Tensor) -> Any:
 
 
 def is_carried_placement(p: Any) -> bool:
-    """Shard, Replicate and Partial are what an artifact carries (convention.placement_text);
-    not _StridedShard (FSDP2 + TP) or a norm Partial."""
+    """Shard, Replicate, Partial and _StridedShard (FSDP2's shard of a tensor-parallel
+    parameter, 2.11-2.15) are what an artifact carries (convention.placement_text); not a
+    norm Partial."""
     from torch.distributed.tensor import Partial, Replicate, Shard
-    return type(p) in (Shard, Replicate, Partial)
+    from torch.distributed.tensor.placement_types import _StridedShard
+    return type(p) in (Shard, Replicate, Partial, _StridedShard)
 
 
 def mesh_groups(mesh: Any) -> list[str]:

@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from ...runtime.convention import Convention, DataGuard, Guard
+from ...runtime.convention import Convention, DataGuard, Guard, ProcessGroup
 from .. import _compat
 from ..errors import PrecompileError, Problems, fn_name
 from ..schemas import Captured
@@ -93,8 +93,10 @@ def capture(fn: Callable, example_inputs: Sequence[Any], *,
 
     fake_inputs = tuple(n.meta["val"] for n in gm.graph.nodes if n.op == "placeholder")
     captured = Captured(
-        convention=dataclasses.replace(_convention(fn, lifted, constants, state, guards, P),
-                                       data_guards=decided),
+        convention=dataclasses.replace(
+            _convention(fn, lifted, constants, state, guards, P), data_guards=decided,
+            process_groups=tuple(ProcessGroup(name=n, size=k, world=w)
+                                 for n, k, w in _compat.collective_groups(gm))),
         graph=gm,
         tracing_mode=tracing_mode,
         fake_inputs=fake_inputs,

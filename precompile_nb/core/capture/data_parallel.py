@@ -17,7 +17,12 @@ Note [data parallel in the graph]
     reduce_dtype, averaged over the mesh, onto the sharded parameter's .grad as a Shard(0)
     DTensor of its own dtype: what eager FSDP2 leaves. Forward inputs and outputs are cast as
     FSDP2 casts them (cast_forward_inputs, output_dtype). The full parameters stay alive from
-    forward to backward (reshard_after_forward changes memory, not values).
+    forward to backward (reshard_after_forward changes memory, not values). FSDP2 over
+    tensor parallelism (fully_shard on the dp dim of a (dp, tp) mesh, over parameters TP
+    made DTensors on tp): the parameter is a DTensor on the 2-D mesh, Shard(0) or
+    _StridedShard(0) on dp; only dp is gathered, and the module gets the DTensor on the tp
+    mesh that TP made (its TP collectives are then traced as for TP alone); the gradient,
+    Partial("avg") on dp, lands on the 2-D placements.
   - DDP: the wrapper calls the wrapped module; each gradient, once accumulated in the
     backward, joins its bucket (DDP's bucket_cap_mb, the first bucket DDP's smaller first cap,
     over the parameters in reverse order, the order in which their gradients become ready,
@@ -81,8 +86,9 @@ def plan(m: torch.nn.Module, path: str, P: Problems) -> Plan | None:
 def _refuse(P: Problems, where: str, why: str, actual: str, hint: str) -> None:
     P.add(PrecompileError(
         f"{where}: {why}", invariant=4, stage="capture", where=where,
-        expected="a plain model, an FSDP2 (fully_shard) model on a 1-D mesh, or a "
-                 "DistributedDataParallel model passed as fn's argument",
+        expected="a plain model, an FSDP2 (fully_shard) model on a 1-D mesh (alone, or "
+                 "over tensor parallelism), or a DistributedDataParallel model passed as "
+                 "fn's argument",
         actual=actual, hint=hint))
 
 
@@ -132,14 +138,19 @@ def _fsdp2_plan(m: torch.nn.Module, where: str, P: Problems) -> Fsdp2Plan | None
                         "precompile and before each call")
                 return None
             mesh = _compat.fsdp_mesh_of(fp.sharded)
-            placements = tuple(str(p) for p in fp.sharded.placements)
-            if mesh.ndim != 1 or placements != ("S(0)",):
-                _refuse(P, where, "FSDP2 on a mesh of more than one dimension (HSDP, or "
-                        "FSDP2 with tensor parallelism) is not captured",
-                        f"mesh {tuple(mesh.shape)}, placements {placements}",
-                        "shard with fully_shard on a 1-D mesh, or with tensor parallelism "
-                        "alone (parallelize_module), whose collectives are captured; or "
-                        "use torch.compile")
+            placements = tuple(fp.sharded.placements)
+            tp_ndim = 0 if fp.tp_spec is None else fp.tp_spec.mesh.ndim
+            dp = type(placements[0]).__name__ in ("Shard", "_StridedShard") and \
+                placements[0].dim == 0
+            if mesh.ndim != 1 + tp_ndim or tp_ndim > 1 or not dp:
+                _refuse(P, where, "FSDP2 on a mesh of more than one data-parallel dimension "
+                        "(HSDP), or over a parameter of more than one other parallel "
+                        "dimension, is not captured",
+                        f"mesh {tuple(mesh.shape)}, placements "
+                        f"{tuple(str(p) for p in placements)}",
+                        "shard with fully_shard on a 1-D mesh (alone, or on the dp dim of a "
+                        "(dp, tp) mesh over tensor parallelism on its tp dim); or use "
+                        "torch.compile")
                 return None
     return Fsdp2Plan(units=tuple(units))
 
@@ -190,7 +201,7 @@ def _fsdp2_pre(unit: _compat.FsdpUnit, params: list[_compat.FsdpParam], saved: l
         for fp in params:  # the traced DTensor parameter -> its full value (all-gather)
             owner, name = fp.owners[0]
             sharded = owner._parameters[name]
-            full = _compat.unsharded(sharded, fp.param_dtype, fp.reduce_dtype)
+            full = _compat.unsharded(sharded, fp.param_dtype, fp.reduce_dtype, fp.tp_spec)
             for o, n in fp.owners:
                 swapped.append((o, n, _compat.swap_param(o, n, full)))
         saved.append(swapped)
