@@ -10,7 +10,8 @@ Workloads (every fn takes the model first, then tensors, all positional):
 - `infer`: returns what the model returns (an HF ModelOutput, a tensor, a dict). Decoders and
   encoder-decoders are called with `use_cache=False` here; `infer_cache` (decoders and
   encoder-decoders only, not in the default run) is the model's default call, which returns a
-  DynamicCache / EncoderDecoderCache.
+  DynamicCache / EncoderDecoderCache; run.py registers the cache classes as pytree nodes
+  first (register_cache_pytrees), as precompile's refusal of an unregistered class says to.
 - `train`: forward, loss (the model's own `.loss` where it takes labels, else cross-entropy or a
   sum), `.backward()`, returns the loss. Under `torch.autocast("cuda", torch.bfloat16)` inside
   fn when the inputs are on CUDA; no autocast on CPU.
@@ -217,6 +218,16 @@ def seg_train(m, x, target):
 
 
 # ---------------------------------------------------------------- transformers
+
+def register_cache_pytrees(model: torch.nn.Module) -> None:
+    """Register transformers' cache classes (DynamicCache, EncoderDecoderCache, the model's
+    own) as pytree nodes, transformers' own helper for torch.export. What a user does so that
+    precompile carries the model's default output (the `infer_cache` workload): a class that
+    is no pytree node is refused at capture with this as the fix."""
+    _hf()
+    from transformers.exporters.exporter_dynamo import register_cache_pytrees_for_model
+    register_cache_pytrees_for_model(model)
+
 
 def _hf():
     _tv_shim.install()  # transformers imports torchvision when it is installed

@@ -81,6 +81,8 @@ def _setup(a):
         raise KeyError(f"{a.model} has no workload {a.workload!r} (has {list(spec.fns)})")
     m = spec.model
     m.train() if a.workload == "train" else m.eval()
+    if a.workload == "infer_cache":  # the caches as pytree nodes, as the refusal's fix says
+        Z.register_cache_pytrees(m)
     return m, spec.args[a.workload], spec.fns[a.workload]
 
 
@@ -320,27 +322,53 @@ def case_main(a) -> None:
 
 # ============================================================== the driver
 
-def _run_phase(a, model: str, workload: str, phase: str, work: Path, env: dict) -> dict:
+NOT_RUN = "not run (time)"  # a phase the overall deadline (parallel.py) left no time for
+
+
+def _phase_error(phase: str, **err) -> dict:
+    """A failure of the phase process itself (crash, timeout), under the phase's own keys
+    (main: status / error...; tc: tc_status / tc_error...), so that a failed tc never
+    overwrites the main phase's status."""
+    err.setdefault("status", "error")
+    err["error_stage"] = phase
+    return err if phase == "main" else {f"{phase}_{k}": v for k, v in err.items()}
+
+
+def _run_phase(a, model: str, workload: str, phase: str, work: Path, env: dict,
+               deadline: float | None = None) -> dict:
+    """One phase in its own process (its own session: on a timeout the whole process group
+    is killed). `deadline` (time.time()) caps the phase's timeout; a phase the cap cut short
+    is NOT_RUN."""
     result = work / f"{phase}.json"
     cmd = [sys.executable, str(Path(__file__).resolve()), "--_phase", phase, "--_model", model,
            "--_workload", workload, "--_work", str(work), "--_result", str(result),
            "--device", a.device, "--backend", a.backend, "--size", a.size,
            "--threads", str(a.threads), "--rounds", str(a.rounds)] + (
                [] if a.data_guards else ["--no-data-guards"])
+    timeout, capped = a.timeout, False
+    if deadline is not None and deadline - time.time() < timeout:
+        timeout, capped = max(deadline - time.time(), 0.0), True
     t = time.perf_counter()
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         text=True, start_new_session=True)
     try:
-        p = subprocess.run(cmd, env=env, timeout=a.timeout, capture_output=True, text=True)
-        (work / f"{phase}.log").write_text(p.stdout + p.stderr)
+        log, _ = p.communicate(timeout=timeout)
+        (work / f"{phase}.log").write_text(log)
         if result.exists():
             return json.loads(result.read_text())
-        tail = (p.stderr.strip().splitlines() or ["(no output)"])[-1][:300]
-        return {"status": "error", "error_type": f"crash(rc={p.returncode})", "error": tail,
-                "error_stage": phase}
+        tail = (log.strip().splitlines() or ["(no output)"])[-1][:300]
+        return _phase_error(phase, error_type=f"crash(rc={p.returncode})", error=tail)
     except subprocess.TimeoutExpired:
-        return {"status": "error", "error_type": "Timeout",
-                "error": f"{phase} ran past {a.timeout} s", "error_stage": phase}
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(p.pid, 9)
+        (work / f"{phase}.log").write_text(p.communicate()[0] or "")
+        if capped:
+            return _phase_error(phase, status=NOT_RUN, error_type="deadline",
+                                error=f"cut at the overall deadline after "
+                                      f"{time.perf_counter() - t:.0f} s")
+        return _phase_error(phase, error_type="Timeout", error=f"{phase} ran past {timeout} s")
     finally:
-        print(f"    {phase}: {time.perf_counter() - t:.1f}s", flush=True)
+        print(f"    {model} {workload} {phase}: {time.perf_counter() - t:.1f}s", flush=True)
 
 
 def run_case(a, model: str, workload: str, out: Path, cache_base: Path) -> dict:
@@ -388,6 +416,8 @@ def _ratio(a, b) -> str:
 
 
 def _status(r: dict) -> str:
+    if r.get("status") == NOT_RUN:
+        return NOT_RUN
     if r.get("status") == "ok":
         s = "ok"
         if r.get("rel_err", 0) > error_limit(r):
@@ -413,7 +443,7 @@ def render(rows: list[dict]) -> str:
             nb_tc = (r["steady_nb_s"] / r["steady_eager_s"]) / (
                 r["steady_tc_s"] / r["steady_eager_tc_s"])
         tc_err = _fmt_e(r.get("tc_rel_err")) if r.get("tc_status", "ok") == "ok" else \
-            f"error: {r.get('tc_error_type')}"
+            NOT_RUN if r.get("tc_status") == NOT_RUN else f"error: {r.get('tc_error_type')}"
         lines.append("| " + " | ".join([
             r["model"], r["workload"], r["backend"], _status(r), _fmt_e(r.get("rel_err")),
             tc_err if ("tc_rel_err" in r or "tc_status" in r) else "",
@@ -424,19 +454,24 @@ def render(rows: list[dict]) -> str:
             str(r.get("load_path") or "")]) + " |")
     n_ok = sum(r.get("status") == "ok" for r in rows)
     n_match = sum(_status(r).startswith("ok") for r in rows)
-    lines += ["", f"{n_ok}/{len(rows)} cases precompile and run, {n_match} of them ok (the rest "
-              "MISMATCH). rel err = max over outputs (infer) or loss + every .grad (train) of "
-              "||a-b||/max(||b||, 1e-3 max||b||) vs eager; ok when rel err nb <= max(bound, "
-              f"{TC_FACTOR:g} x rel err tc), bound {TOL['infer']:g} infer / {TOL['train']:g} "
-              "train (the bound alone where torch.compile's error was not measured). steady = "
-              "median per call; nb/tc is (nb/eager)/(tc/eager), each ratio measured in its own "
-              "process. warm = fresh process load (or torch.compile) + first call."]
+    n_late = sum(r.get("status") == NOT_RUN for r in rows)
+    late = f" ({n_late} not run: the overall deadline came first)" if n_late else ""
+    lines += ["", f"{n_ok}/{len(rows)} cases precompile and run{late}, {n_match} of them ok "
+              "(the rest MISMATCH). rel err = max over outputs (infer) or loss + every .grad "
+              "(train) of ||a-b||/max(||b||, 1e-3 max||b||) vs eager; ok when rel err nb <= "
+              f"max(bound, {TC_FACTOR:g} x rel err tc), bound {TOL['infer']:g} infer / "
+              f"{TOL['train']:g} train (the bound alone where torch.compile's error was not "
+              "measured). steady = median per call; nb/tc is (nb/eager)/(tc/eager), each "
+              "ratio measured in its own process. warm = fresh process load (or "
+              "torch.compile) + first call."]
     return "\n".join(lines) + "\n"
 
 
 def _short(r: dict | None) -> str:
     if r is None:
         return ""
+    if r.get("status") == NOT_RUN:
+        return NOT_RUN
     if r.get("status") == "ok":
         s = _status(r)
         return s if s != "ok" else f"ok ({_fmt_e(r.get('rel_err'))})"

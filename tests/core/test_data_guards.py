@@ -2,8 +2,8 @@
 the example takes it and checked on every call; a call whose data would take another way is a
 PrecompileError naming the branch's line, and writes nothing back. One test per cause: a
 bool() of a reduction (DETR's non-finite clamp), a size from nonzero (DeBERTa's label filter),
-a loop over .tolist() writing into slices (the MoE backward of transformers < 5.24), and a
-random draw (LayerDrop), which stays refused."""
+a loop over .tolist() writing into slices (the MoE backward of transformers < 5.24; with
+Inductor too), and a random draw (LayerDrop), which stays refused."""
 from __future__ import annotations
 
 import pytest
@@ -140,6 +140,88 @@ def test_a_loop_over_tolist_serves_other_offsets_and_refuses_an_empty_group():
     with pytest.raises(PrecompileError) as e:
         f(x, w, torch.tensor([3, 3, 10]))
     assert "if start == end:" in e.value.where
+
+
+def _grouped_mm(x, w, offs):
+    """transformers' grouped_mm_fallback before 5.24: a custom op (fake kernel, no data
+    dependence in the forward) whose backward is Python that loops over offs.tolist() and
+    writes each group's matmul into slices of the gradients (`out=`)."""
+    out = torch.zeros(x.size(0), w.size(2))
+    start = 0
+    for i, end in enumerate(offs.tolist()):
+        if start != end:
+            torch.mm(x[start:end], w[i], out=out[start:end])
+        start = end
+    return out
+
+
+def _grouped_mm_backward(ctx, grad):
+    x, w = ctx.saved_tensors
+    grad_x, grad_w = torch.zeros_like(x), torch.zeros_like(w)
+    start = 0
+    for i, end in enumerate(ctx.offs.tolist()):
+        if start == end:
+            continue
+        torch.mm(grad[start:end], w[i].T, out=grad_x[start:end])
+        torch.mm(x[start:end].T, grad[start:end], out=grad_w[i])
+        start = end
+    return grad_x, grad_w, None
+
+
+def _grouped_mm_context(ctx, inputs, output):
+    ctx.save_for_backward(inputs[0], inputs[1])
+    ctx.offs = inputs[2]
+
+
+torch.library.custom_op("precompile_nb_tests::grouped_mm", _grouped_mm, mutates_args=(),
+                        schema="(Tensor x, Tensor w, Tensor offs) -> Tensor")
+torch.library.register_fake("precompile_nb_tests::grouped_mm",
+                            lambda x, w, offs: x.new_empty(x.size(0), w.size(2)))
+torch.library.register_autograd("precompile_nb_tests::grouped_mm", _grouped_mm_backward,
+                                setup_context=_grouped_mm_context)
+
+
+class Experts(nn.Module):
+    """An MoE layer's routing: tokens sorted by expert, one matmul per expert's group."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj, self.w = nn.Linear(4, 4), nn.Parameter(torch.randn(2, 4, 3))
+
+    def forward(self, x, expert):
+        offs = torch.bincount(expert, minlength=2).cumsum(0)
+        return torch.ops.precompile_nb_tests.grouped_mm(self.proj(x)[expert.argsort()],
+                                                        self.w, offs)
+
+
+def _moe_step(m, x, expert):
+    loss = (m(x, expert) ** 2).sum()
+    loss.backward()
+    return loss
+
+
+def test_an_moe_backward_over_tolist_offsets_compiles_with_inductor_and_serves_other_routings():
+    """torch 2.11's Inductor could not lower this graph (its reinplace pass saw two sizes of
+    one slice as different unbacked symbols: Note [scatters with data-dependent bounds]);
+    2.13 and 2.15 lower it either way."""
+    torch.manual_seed(0)
+    m, x = Experts().train(), torch.randn(8, 4)
+    example = torch.tensor([0, 1, 1, 0, 1, 0, 1, 1])
+    f = precompile.load(*precompile(_moe_step, m, x, example, backend="inductor",
+                                    data_guards=True))
+    for expert in (example, torch.tensor([0, 0, 1, 0, 1, 0, 1, 1])):  # 3/5 tokens, then 4/4
+        m.zero_grad(set_to_none=True)
+        loss = _moe_step(m, x, expert)
+        grads = [p.grad.clone() for p in m.parameters()]
+        m.zero_grad(set_to_none=True)
+        torch.testing.assert_close(f(m, x, expert), loss)
+        for p, g in zip(m.parameters(), grads):
+            torch.testing.assert_close(p.grad, g)
+    m.zero_grad(set_to_none=True)
+    with pytest.raises(PrecompileError) as e:  # expert 0 gets no token
+        f(m, x, torch.ones(8, dtype=torch.int64))
+    assert e.value.stage == "call" and "if start == end:" in e.value.where
+    assert all(p.grad is None for p in m.parameters())
 
 
 class LayerDrop(nn.Module):

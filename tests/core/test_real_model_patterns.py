@@ -117,7 +117,8 @@ def test_a_result_the_artifact_cannot_carry_says_to_return_tensors_or_register_t
     with pytest.raises(PrecompileError) as e:
         precompile(lambda x: (x + 1, Unregistered()), torch.randn(2), backend="eager")
     assert "fn's result[1]" in e.value.where
-    for fix in (".logits", "use_cache=False", "register_pytree_node"):
+    for fix in (".logits", "use_cache=False", "register_pytree_node",
+                "register_cache_pytrees_for_model(model)"):
         assert fix in e.value.hint
 
 

@@ -55,7 +55,7 @@ def inductor_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
     layout = {"layout_optimization": False} if dynamic or _nchw_for_first_call(
         gm, example_inputs) else {}
     _alpha_as_mul(gm)
-    with same_kernel_keys(), inductor_config.patch(layout):
+    with same_kernel_keys(), inductor_config.patch(layout), data_bound_scatters_kept():
         compiled = compile_fx(gm, list(example_inputs), inner_compile=inner)
     if "source" not in seen:
         raise RuntimeError("precompile_nb internal error: Inductor produced no module source")
@@ -113,6 +113,88 @@ def _alpha_as_mul(gm: torch.fx.GraphModule) -> None:
         n.args = (n.args[0], scaled)
         n.kwargs = {k: v for k, v in n.kwargs.items() if k != "alpha"}
     gm.recompile()
+
+
+# Note [scatters with data-dependent bounds]: Inductor's reinplace pass first rewrites each
+# view-scatter (slice_scatter, select_scatter, ...) into one "generalized scatter" and checks
+# the rewrite by re-running the view on fake tensors and copying the scatter's source into it
+# (2.11-2.15: fx_passes/reinplace.py, canonicalize_view_scatter_ops). On torch 2.11, a slice
+# whose bounds are values read from data (`out[start:end] = mm(...)` with start and end from
+# `offs.tolist()`: transformers' MoE backward before 5.24, under data guards) gets a FRESH
+# unbacked size each time it is traced, so the re-run view is [u153, 4] where the source is
+# [u52, 4], and the check fails: "shape error in scatter op, can not broadcast" (2.13 and
+# 2.15 give such a slice the closed form Max(0, Min(n, end) - Min(n, start)), the same both
+# times, and pass). The two are equal: the re-run slices the same tensor with the same
+# bounds as a slice of the traced graph, whose equality with the source the trace already
+# turned into a runtime assert of the graph. The rewrite is an optimization (fewer copies
+# once reinplaced); without it the scatter stays the functional op it was traced as, which
+# Inductor lowers as it is. So on a torch whose slices get fresh sizes, a graph with a
+# view-scatter whose bounds hold unbacked symbols skips that one rewrite (the rest of the
+# reinplace pass runs); every other graph, and every graph on 2.13+, is compiled as before.
+
+
+@contextlib.contextmanager
+def data_bound_scatters_kept() -> Iterator[None]:
+    """While Inductor compiles: Note [scatters with data-dependent bounds] (patched on the
+    versions whose slices get fresh unbacked sizes, restored after)."""
+    try:
+        from torch._inductor.fx_passes import reinplace
+    except ImportError:
+        yield
+        return
+    original = getattr(reinplace, "canonicalize_view_scatter_ops", None)
+    if original is None or not _slices_get_fresh_sizes():
+        yield
+        return
+
+    def canonicalize(graph: torch.fx.Graph) -> None:
+        if not _has_data_bound_scatter(graph, reinplace):
+            original(graph)
+
+    reinplace.canonicalize_view_scatter_ops = canonicalize
+    try:
+        yield
+    finally:
+        reinplace.canonicalize_view_scatter_ops = original
+
+
+def _has_data_bound_scatter(graph: torch.fx.Graph, reinplace: Any) -> bool:
+    """A view-scatter of `graph` with a bound (any argument after input and source) that holds
+    an unbacked symbol."""
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+
+    scatters = getattr(reinplace, "_SCATTER_OP_TO_VIEW", {})
+    for n in graph.nodes:
+        if n.op != "call_function" or n.target not in scatters:
+            continue
+        for a in (*n.args[2:], *n.kwargs.values()):
+            v = a.meta.get("val") if isinstance(a, torch.fx.Node) else a
+            if isinstance(v, torch.SymInt) and free_unbacked_symbols(v):
+                return True
+    return False
+
+
+_FRESH_SIZES: list[bool] = []
+
+
+def _slices_get_fresh_sizes() -> bool:
+    """Whether this torch gives two slices of one tensor with the same data-dependent end
+    sizes it cannot prove equal (2.11: yes; 2.13, 2.15: no). Probed once, on fake tensors."""
+    if not _FRESH_SIZES:
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        from torch.fx.experimental.symbolic_shapes import ShapeEnv, statically_known_true
+
+        env = ShapeEnv()
+        try:
+            with FakeTensorMode(shape_env=env), env.ignore_fresh_unbacked_symbols():
+                end = env.create_unbacked_symint()
+                torch._check(end >= 0)
+                x = torch.empty(12)
+                a, b = x[0:end], x[0:end]
+                _FRESH_SIZES.append(not statically_known_true(a.size(0) == b.size(0)))
+        except Exception:  # noqa: BLE001 - a torch where the probe itself fails: as before
+            _FRESH_SIZES.append(False)
+    return _FRESH_SIZES[0]
 
 
 @contextlib.contextmanager

@@ -348,7 +348,9 @@ def _literal(v: Any, where: str, P: Problems | None = None) -> Any:
 _RESULT_HINT = ("return only the tensors you need (e.g. `return model(x).logits`), or, for a "
                 "Hugging Face model, call it with use_cache=False so no {cls} is returned, or "
                 "register {cls} as a pytree node (torch.utils._pytree.register_pytree_node, "
-                "with serialized_type_name) so the artifact rebuilds it")
+                "with serialized_type_name) so the artifact rebuilds it; transformers registers "
+                "all its cache classes with transformers.exporters.exporter_dynamo."
+                "register_cache_pytrees_for_model(model)")
 
 
 def _trace_inputs(L: _Lifted) -> list[torch.Tensor]:
