@@ -2,7 +2,7 @@
 (issue 28: warm load + first call <= 1.1x eager's first call in a fresh process).
 
 usage: python benchmarks/warm_first_call.py [--device cpu|cuda] [--models a,b] [--size tiny|real]
-                                            [--repeats N] [--out DIR] [--timeout S]
+                                            [--repeats N] [--out DIR] [--timeout S] [--reuse]
 
 Models are the zoo's (`benchmarks/zoo/models.py`), inference (`infer`) under no_grad; default
 timm_mobilenetv3 and timm_efficientnet. Per model, each in a fresh process with empty compiler
@@ -17,6 +17,8 @@ caches (a new TORCHINDUCTOR_CACHE_DIR, TRITON_CACHE_DIR and TMPDIR):
            import precompile_nb, load's stages, kernel libraries / cubins loaded (count and
            seconds), the first call itself; and the top functions by own time
   eager_profile  eager's first call under cProfile, its top functions
+  warm_no_bytecode  warm, with the cache less python_code's bytecode (Note [bytecode in the
+           cache]): load compiles python_code as before that note
 
 eager and warm alternate, --repeats times each; the ratio is median(warm) / median(eager),
 both timed from right after the model and input are built on the device (after `import
@@ -96,12 +98,8 @@ print(json.dumps(res))
 
 _WARM = _PRELUDE + r"""
 code = open(WORK + "/nb.py").read()
-data = open(WORK + "/nb.cache", "rb").read()
-if {no_bytecode}:  # the cache without python_code's bytecode: load compiles python_code
-    from precompile_nb.core import cache as C
-    tag, header = C.read_tag(data)
-    data = C.pack(code, tag.backend, tuple((r, p, bytes(d)) for r, p, d in C.read_files(
-        data, header) if r != C.BYTECODE_ROOT))
+# nb_text.cache: the same cache without python_code's bytecode (load compiles python_code)
+data = open(WORK + ("/nb_text.cache" if {no_bytecode} else "/nb.cache"), "rb").read()
 loaded = {{"libraries": [0, 0.0], "cubins": [0, 0.0]}}
 prof = None
 if {profile}:
@@ -182,11 +180,36 @@ def child(template: str, model: str, work: str, args: argparse.Namespace,
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
+def _without_bytecode(work: str) -> None:
+    """nb_text.cache: nb.cache less its bytecode entry, made here (not in the timed child,
+    which would import precompile_nb before its clock starts)."""
+    sys.path.insert(0, ROOT)
+    from precompile_nb.core import cache as C
+
+    with open(os.path.join(work, "nb.py")) as f:
+        code = f.read()
+    with open(os.path.join(work, "nb.cache"), "rb") as f:
+        data = f.read()
+    tag, header = C.read_tag(data)
+    files = tuple((r, p, bytes(d)) for r, p, d in C.read_files(data, header)
+                  if r != C.BYTECODE_ROOT)
+    with open(os.path.join(work, "nb_text.cache"), "wb") as f:
+        f.write(C.pack(code, tag.backend, files))
+
+
 def measure(model: str, work: str, args: argparse.Namespace) -> dict:
-    res: dict = {"cold": child(_COLD, model, work, args)}
-    print(f"{model} cold: {res['cold']}", flush=True)
+    reuse = args.reuse and os.path.exists(os.path.join(work, "cold.json"))
+    if reuse:
+        with open(os.path.join(work, "cold.json")) as f:
+            res: dict = {"cold": json.load(f)}
+    else:
+        res = {"cold": child(_COLD, model, work, args)}
+        with open(os.path.join(work, "cold.json"), "w") as f:
+            json.dump(res["cold"], f)
+    print(f"{model} cold{' (reused)' if reuse else ''}: {res['cold']}", flush=True)
     if "error" in res["cold"]:
         return res
+    _without_bytecode(work)
     res["eager"], res["warm"], res["warm_no_bytecode"] = [], [], []
     for _ in range(args.repeats):
         res["eager"].append(child(_EAGER, model, work, args))
@@ -255,6 +278,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--timeout", type=float, default=600)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--reuse", action="store_true",
+                    help="keep the pair of an earlier run with the same --out (no cold)")
     args = ap.parse_args()
     args.size = args.size or ("real" if args.device == "cuda" else "tiny")
     t0 = time.perf_counter()
