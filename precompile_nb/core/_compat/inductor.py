@@ -416,7 +416,8 @@ def same_kernel_keys() -> Iterator[None]:
 #   kernel's g++ time. With config.cpp_cache_precompile_headers Inductor compiles that header
 #   once per machine (a .gch in a per-user dir beside, not inside, TORCHINDUCTOR_CACHE_DIR)
 #   and every kernel build reuses it: a CPU training step's cold precompile took 92 s without
-#   it and 63 s with it on torch 2.14.1 (benchmarks/results/perf/README.md). torch.compile
+#   it and 63 s with it on torch 2.14.1, on a busy 2-core machine where parsing the header
+#   costs most (benchmarks/results/perf/README.md, section 4). torch.compile
 #   and torch's own precompile keep it on (the default); it was off here so that a loading
 #   process would not build the header before finding the cached kernels. Now it is on at
 #   precompile and at load alike (the flag is part of each kernel's key), and a load whose
