@@ -4,9 +4,15 @@
 usage: python benchmarks/cold_profile.py [--workloads a,b] [--device cpu|cuda] [--out DIR]
                                          [--zoo MODEL:WORKLOAD:SIZE,...]
                                          [--compare-env K=V --repeats N]
+                                         [--vs nb,ref,nb@REV --python PY --repeats N]
 
 With --compare-env, no profile: each case's unprofiled wall time with and without the
 environment setting (e.g. TORCHINDUCTOR_COMPILE_THREADS=1), alternating, N times each.
+With --vs, no profile either: the cold precompile of each case by each system in turn, in
+fresh processes of the same python (--python, default this one), N rounds: `nb` is this
+tree's precompile_nb, `nb@REV` the package at git revision REV, `ref` torch's own
+torch.compiler.precompile (torch >= 2.14). Each row: wall time, C++ kernels in python_code,
+Inductor graph compiles (compile_fx_inner calls), cache bytes.
 
 Workloads are the benchmarks' (`workloads.py`) and, with --zoo, zoo cases
 (`benchmarks/zoo/models.py`, e.g. hf_gpt2:train:tiny). Each row: wall time without the
@@ -92,6 +98,34 @@ print(json.dumps(out))
 """
 
 
+_VS_CHILD = r"""
+import json, sys, time, warnings
+warnings.simplefilter("ignore")
+sys.path[:0] = [{root!r}, {bench!r}]
+import torch
+torch.set_num_threads(1)
+from workloads import build
+import torch._inductor.compile_fx as cfx
+graphs = []
+_inner = cfx.compile_fx_inner
+def counting_inner(*a, **k):
+    graphs.append(1)
+    return _inner(*a, **k)
+cfx.compile_fx_inner = counting_inner
+w = build({case!r}, {device!r})
+t0 = time.perf_counter()
+with torch.no_grad() if w.inference else torch.enable_grad():
+    if {system!r} == "ref":
+        code, cache = torch.compiler.precompile(w.fn, *w.args)
+    else:
+        from precompile_nb import precompile
+        code, cache = precompile(w.fn, *w.args)
+print(json.dumps({{"wall_s": time.perf_counter() - t0, "torch": torch.__version__,
+                  "kernels": code.count("cpp_pybinding(") + code.count("async_compile.triton("),
+                  "graphs": len(graphs), "cache_bytes": len(cache or b"")}}))
+"""
+
+
 def run(case: str, device: str, profile: bool, extra_env: dict | None = None) -> dict:
     with tempfile.TemporaryDirectory(prefix="cold_profile_") as tmp:
         env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=os.path.join(tmp, "inductor"),
@@ -125,9 +159,14 @@ def main() -> None:
     ap.add_argument("--out", default=None)
     ap.add_argument("--compare-env", default=None, help="K=V: wall times with and without it")
     ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--vs", default=None, help="systems to compare: nb, ref, nb@REV")
+    ap.add_argument("--python", default=sys.executable, help="the python --vs runs")
     args = ap.parse_args()
     cases = [w for w in args.workloads.split(",") if w]
     cases += [f"zoo:{z}" for z in args.zoo.split(",") if z]
+    if args.vs:
+        versus(cases, args)
+        return
     if args.compare_env:
         compare(cases, args)
         return
@@ -166,6 +205,60 @@ def compare(cases: list[str], args: argparse.Namespace) -> None:
         os.makedirs(args.out, exist_ok=True)
         with open(os.path.join(args.out, "compare_env.json"), "w") as f:
             json.dump({"env": args.compare_env, "rows": rows}, f, indent=1)
+
+
+def _export_rev(rev: str, into: str) -> str:
+    """The repository at git revision `rev`, extracted under `into`."""
+    import io
+    import tarfile
+
+    tar = subprocess.run(["git", "archive", rev], cwd=ROOT, capture_output=True,
+                         check=True).stdout
+    tree = os.path.join(into, rev)
+    with tarfile.open(fileobj=io.BytesIO(tar)) as t:
+        t.extractall(tree, filter="data")
+    return tree
+
+
+def _run_vs(system: str, root: str, case: str, args: argparse.Namespace) -> dict:
+    with tempfile.TemporaryDirectory(prefix="cold_vs_") as tmp:
+        env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=os.path.join(tmp, "inductor"),
+                   TRITON_CACHE_DIR=os.path.join(tmp, "triton"), TMPDIR=tmp,
+                   OMP_NUM_THREADS="1")
+        env.pop("PYTHONPATH", None)
+        src = _VS_CHILD.format(root=root, bench=HERE, case=case, device=args.device,
+                               system=system)
+        r = subprocess.run([args.python, "-c", src], env=env, capture_output=True, text=True,
+                           timeout=3600, cwd=tmp)
+    if r.returncode != 0:
+        return {"error": r.stderr[-2000:]}
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def versus(cases: list[str], args: argparse.Namespace) -> None:
+    """Each system's cold precompile of each case, fresh processes, the systems in turn."""
+    with tempfile.TemporaryDirectory(prefix="cold_vs_trees_") as trees:
+        roots = {s: (_export_rev(s.split("@", 1)[1], trees) if "@" in s else ROOT)
+                 for s in args.vs.split(",")}
+        rows: dict = {}
+        for case in cases:
+            rows[case] = {s: [] for s in roots}
+            for _ in range(args.repeats):
+                for s, root in roots.items():
+                    r = _run_vs("ref" if s == "ref" else "nb", root, case, args)
+                    rows[case][s].append(r)
+                    print(f"{case} {s}: " + (f"{r['wall_s']:.1f} s, {r['kernels']} kernels, "
+                          f"{r['graphs']} graph compiles, cache {r['cache_bytes']} B"
+                          if "error" not in r else "failed\n" + r["error"]), flush=True)
+            for s, rs in rows[case].items():
+                walls = [r["wall_s"] for r in rs if "wall_s" in r]
+                if walls:
+                    print(f"{case} {s}: min {min(walls):.1f} s, all "
+                          f"{[round(x, 1) for x in walls]}", flush=True)
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, "cold_vs.json"), "w") as f:
+            json.dump({"python": args.python, "systems": args.vs, "rows": rows}, f, indent=1)
 
 
 if __name__ == "__main__":

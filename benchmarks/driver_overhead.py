@@ -88,7 +88,7 @@ def main() -> None:
                ("driver (working tree)", code))
     for label, src in drivers:
         ns: dict = {"__name__": "overhead_" + label}
-        with _compat.same_kernel_keys():
+        with _compat.running_artifact(True):
             exec(compile(src, label, "exec", dont_inherit=True), ns)  # noqa: S102
         fns[label] = ns["forward"]
         call = ns["call"]

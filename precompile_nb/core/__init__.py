@@ -24,7 +24,7 @@ from .cache import pack
 from .capture import capture
 from .emit import emit
 from .errors import PrecompileError, fn_name, raised_by_user, user_frame
-from .load import load
+from .load import bytecode_file, load
 from .lower import lower
 from .schemas import Artifact
 
@@ -114,7 +114,8 @@ def build(fn: Callable, *example_inputs: Any, backend: str = "inductor",
                                                     data_guards=data_guards))
         lowered = stage("lower", lambda: lower(captured, backend))
     python_code = stage("emit", lambda: emit(captured, lowered))
-    cache = stage("pack", lambda: pack(python_code, backend, lowered.files))
+    cache = stage("pack", lambda: pack(python_code, backend, lowered.files + (
+        (bytecode_file(python_code),) if backend == "inductor" else ())))
     return Artifact(python_code=python_code, cache=cache, captured=captured, lowered=lowered,
                     stage_seconds=tuple(times))
 

@@ -164,6 +164,11 @@ def read_tag(cache: bytes) -> tuple[CacheTag, dict]:
     return tag, header
 
 
+# The root of python_code's own compiled bytecode in the file table (Note [bytecode in the
+# cache] in core/load.py): verified like every file, never installed.
+BYTECODE_ROOT = "python"
+
+
 def read_files(cache: bytes | memoryview, header: dict) -> list[tuple[str, str, memoryview]]:
     """The verified binaries of an envelope whose tag was accepted: (root, rel, bytes) with
     the bytes a read-only view into `cache` (Note [cache read in place]; pass it through
@@ -196,7 +201,7 @@ def _check_table(table: object) -> list[tuple[str, str, int, str]]:
         if not isinstance(entry, list) or len(entry) != 4:
             raise _bad("file table entry malformed", repr(entry)[:120])
         root, rel, size, digest = entry
-        if root not in ("inductor", "triton") or not _safe_rel(rel):
+        if root not in ("inductor", "triton", BYTECODE_ROOT) or not _safe_rel(rel):
             raise _bad("file entry escapes the cache dirs", f"{root}:{rel!r}"[:200])
         if (not isinstance(size, int) or isinstance(size, bool) or not 0 <= size <= MAX_PAYLOAD
                 or not isinstance(digest, str) or not _HEX64.match(digest)):

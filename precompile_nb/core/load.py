@@ -35,11 +35,13 @@ import ast
 import contextlib
 import itertools
 import linecache
+import marshal
 import os
 import sys
 import threading
 import time
 import traceback
+import types
 import warnings
 import weakref
 from collections.abc import Callable, Sequence
@@ -227,7 +229,7 @@ def _load(python_code: str, cache: bytes | None) -> Callable[..., Any]:
     clock.lap("plan")
     rest = _install(installed.files, plan, meta, stats)
     clock.lap("cache_install")
-    return _run(python_code, tree, meta, plan, stats, clock, rest)
+    return _run(python_code, tree, meta, plan, stats, clock, rest, installed.bytecode)
 
 
 # Note [install what is read]
@@ -284,6 +286,7 @@ class _Installed(NamedTuple):
     triton: set[str]
     why_not: str
     files: Sequence[tuple[str, str, Any]] = ()
+    bytecode: Any = None  # python_code compiled by this Python (Note [bytecode in the cache])
 
 
 def _take_cache(python_code: str, cache: Any, meta: dict[str, Any], stats: dict[str, Any],
@@ -317,16 +320,21 @@ def _take_cache(python_code: str, cache: Any, meta: dict[str, Any], stats: dict[
                       CacheWarning, stacklevel=_user_stacklevel())
         return _Installed(set(), set(),
                           f"the cache was made by another torch build ({tag.torch})")
+    bytecode = next((data for root, rel, data in files
+                     if root == _cache.BYTECODE_ROOT and rel == _bytecode_rel(tag.code_hash)),
+                    None)
+    files = [f for f in files if f[0] != _cache.BYTECODE_ROOT]
     if not files:
-        return _Installed(set(), set(), "no cache: Inductor compiles the kernels now")
+        return _Installed(set(), set(), "no cache: Inductor compiles the kernels now",
+                          bytecode=bytecode)
     stats["used"] = True
     return _Installed({rel for root, rel, _ in files if root == "inductor"},
-                      {rel for root, rel, _ in files if root == "triton"}, "", files)
+                      {rel for root, rel, _ in files if root == "triton"}, "", files, bytecode)
 
 
 def _run(python_code: str, tree: ast.Module | None, meta: dict[str, Any],
          plan: warm.WarmPlan, stats: dict[str, Any], clock: _Clock,
-         rest: list[tuple[str, str, Any]]) -> Callable[..., Any]:
+         rest: list[tuple[str, str, Any]], bytecode: Any = None) -> Callable[..., Any]:
     """Compile and execute python_code on the planned path; its `forward`, which carries the
     metadata and the load's stats, and keeps python_code's lines for tracebacks."""
     fn_name = meta["fn_name"]
@@ -337,7 +345,10 @@ def _run(python_code: str, tree: ast.Module | None, meta: dict[str, Any],
     try:
         # dont_inherit: compiled as in a fresh process, whatever this module's __future__;
         # from the tree when it was parsed (the parse is half the cost), else from the text
-        code = _compile(tree, python_code, filename)
+        code = _from_bytecode(bytecode, filename)
+        stats["bytecode"] = code is not None
+        if code is None:
+            code = _compile(tree, python_code, filename)
         clock.lap("compile")
         ns = _execute(code, meta, plan, stats, rest)
         clock.lap("execute")
@@ -418,6 +429,53 @@ def _compile(tree: ast.Module | None, python_code: str, filename: str) -> Any:
     if code is None or META_NAME not in code.co_names:
         return _compile(_read(python_code)[0], python_code, filename)  # raises if broken
     return code
+
+
+# Note [bytecode in the cache]
+#   Compiling python_code is most of a warm load of a module with many kernels (a CNN's
+#   ~370 KB: 0.4 s of a 0.75 s load on the development machine): the kernels' sources, the
+#   graph's call, the driver and the metadata literals, compiled anew by every loading
+#   process, as an imported module would be without its .pyc. So precompile also packs the
+#   module compiled by its own Python, marshalled, in the cache (root "python"), under a
+#   name that holds the hash of the python_code it was compiled from and the bytecode's
+#   version (the interpreter's cache tag and magic number). A load whose cache holds the
+#   entry for its python_code and its Python runs that code object (verified like every
+#   cache file; renamed to this load's filename, so tracebacks show python_code's lines);
+#   any other load compiles python_code as before: another Python, a cache repacked with
+#   another python_code, an eager artifact (none packed). python_code stays the source of
+#   truth: an edited one no longer matches its cache's tag and is refused (invariant 7).
+def bytecode_file(python_code: str) -> tuple[str, str, bytes]:
+    """The cache entry of python_code's bytecode (Note [bytecode in the cache])."""
+    with _AST_LOCK:
+        code = compile(python_code, "<precompile_nb artifact>", "exec", dont_inherit=True)
+    return _cache.BYTECODE_ROOT, _bytecode_rel(_cache.code_hash(python_code)), marshal.dumps(code)
+
+
+def _bytecode_rel(code_hash: str) -> str:
+    import importlib.util
+
+    return (f"{code_hash[:32]}.{sys.implementation.cache_tag}."
+            f"{importlib.util.MAGIC_NUMBER.hex()}.marshal")
+
+
+def _from_bytecode(data: Any, filename: str) -> Any:
+    """The code object of a bytecode entry, its every code object named `filename`; None
+    when there is none or it does not read as python_code's module."""
+    if data is None:
+        return None
+    try:
+        code = marshal.loads(data)
+    except (ValueError, EOFError, TypeError):
+        return None
+    if not isinstance(code, types.CodeType) or META_NAME not in code.co_names:
+        return None
+    return _renamed(code, filename)
+
+
+def _renamed(code: types.CodeType, filename: str) -> types.CodeType:
+    consts = tuple(_renamed(c, filename) if isinstance(c, types.CodeType) else c
+                   for c in code.co_consts)
+    return code.replace(co_filename=filename, co_consts=consts)
 
 
 def _execute(code: Any, meta: dict[str, Any], plan: warm.WarmPlan, stats: dict,

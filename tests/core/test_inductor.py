@@ -71,6 +71,21 @@ def test_fresh_process_load_with_cache_compiles_nothing(mlp_pair, tmp_path):
           f"cold {cold['seconds']:.2f}s")
 
 
+def test_fresh_process_load_on_the_compile_path_with_cache_builds_nothing(mlp_pair, tmp_path):
+    # kernels are compiled with Inductor's precompiled header (Note [precompiled header]);
+    # a load that asks Inductor for them (an artifact without kernel records) finds them in
+    # the cache without building or even preprocessing that header, on a machine without it
+    from tests.core.test_warm_path import without_warm_record
+
+    m, x, code, cache = mlp_pair
+    old_code, old_cache = without_warm_record(code, cache)
+    (tmp_path / "tmp").mkdir()
+    r = fresh_load(tmp_path, old_code, old_cache, m, (x,), m(x).detach(), "cache",
+                   env={"TMPDIR": str(tmp_path / "tmp")})
+    assert r["match"] and r["load"]["used"] and r["load"]["path"] == "compile", r["load"]
+    assert r["cpp_builds"] == 0, r
+
+
 def test_artifacts_compiled_later_in_a_busy_process_still_load_compiling_nothing(tmp_path):
     # Inductor probes the CPU's vector ISA once per process and remembers the answer: an
     # artifact compiled after a torch.compile (probes already done) or after another artifact

@@ -508,10 +508,10 @@ def same_kernel_keys() -> Iterator[None]:
     kernel's cache key is the same in both processes and a loading process finds the
     binaries the cache installed instead of compiling them again:
 
-    - C++: Inductor's precompiled header (2.11-2.14: config.cpp_cache_precompile_headers)
-      lives in a per-user dir outside TORCHINDUCTOR_CACHE_DIR, every fresh process runs the
-      C++ preprocessor over it before it looks for a cached kernel, and the flag enters every
-      kernel's key: off for both.
+    - C++: whether Inductor precompiles its kernel header (2.11-2.15:
+      config.cpp_cache_precompile_headers) enters every kernel's key (it adds a define to
+      the command line): on in both, whatever the environment says (Note [precompiled
+      header]).
     - Triton: its key holds the ptxas version, which Triton caches per process
       (triton.backends.nvidia.compiler.get_ptxas_version). Inductor asks for it while it
       generates code, *before* it points Triton at torch's own ptxas (TRITON_PTXAS_PATH, set
@@ -523,18 +523,68 @@ def same_kernel_keys() -> Iterator[None]:
     from torch._inductor import config
 
     if hasattr(config, "cpp_cache_precompile_headers"):
-        with config.patch(cpp_cache_precompile_headers=False):
+        with config.patch(cpp_cache_precompile_headers=True):
             yield
     else:
         yield
+
+
+# Note [precompiled header]
+#   Each C++ kernel includes Inductor's cpp_prefix.h, whose parsing is most of a small
+#   kernel's g++ time. With config.cpp_cache_precompile_headers Inductor compiles that header
+#   once per machine (a .gch in a per-user dir beside, not inside, TORCHINDUCTOR_CACHE_DIR)
+#   and every kernel build reuses it: a CPU training step's cold precompile took 92 s without
+#   it and 63 s with it on torch 2.14.1, on a busy 2-core machine where parsing the header
+#   costs most (benchmarks/results/perf/README.md, section 4). torch.compile
+#   and torch's own precompile keep it on (the default); it was off here so that a loading
+#   process would not build the header before finding the cached kernels. Now it is on at
+#   precompile and at load alike (the flag is part of each kernel's key), and a load whose
+#   cache put the binaries in place swaps the header build for a plain include
+#   (kernels_cached_without_header_build): nothing compiles then, and should one kernel
+#   miss, it builds correctly, parsing the header itself. The .gch never enters the cache.
+
+
+@contextlib.contextmanager
+def kernels_cached_without_header_build() -> Iterator[None]:
+    """While a loaded artifact's module runs with its cache in place: Inductor builds its
+    precompiled header (2.11-2.15: codecache._precompile_header, a preprocessor run, a hash
+    and, on a machine without it, a ~150 MB .gch) before it looks for a cached kernel.
+    Every kernel is cached, so hand it a header that only includes the real one: the same
+    kernel keys (the header's path is not in them), and a kernel that did miss compiles
+    with that include, parsing the header as without precompiled headers."""
+    from torch._inductor import codecache
+
+    original = codecache.__dict__.get("_precompile_header")
+    if original is None:
+        yield
+        return
+    made: dict[str, str] = {}
+
+    def plain_header(header: str, hashable_cmd_line: str, **compile_command: Any) -> str:
+        if header not in made:
+            d = os.path.join(inductor_cache_dir(), "precompile_nb_headers")
+            os.makedirs(d, exist_ok=True)
+            path = os.path.join(d, re.sub(r"\W", "_", header) + ".h")
+            with open(path, "w") as f:
+                f.write(f"#include <{header}>\n")
+            made[header] = path
+        return made[header]
+
+    codecache._precompile_header = plain_header
+    try:
+        yield
+    finally:
+        codecache._precompile_header = original
 
 
 @contextlib.contextmanager
 def running_artifact(cached: bool) -> Iterator[None]:
     """The settings a loaded artifact's module runs under (load execs it inside this):
     kernel keys as at precompile, and, when the cache put every binary in place, kernel
-    loads and ISA probes kept in this process."""
-    with same_kernel_keys(), in_process_kernel_loads(cached), isa_probes_in_process(cached):
+    loads, ISA probes and the kernel header kept to what finding cached kernels needs."""
+    header = kernels_cached_without_header_build() if cached else contextlib.nullcontext()
+    with (same_kernel_keys(), header, in_process_kernel_loads(cached),
+          isa_probes_in_process(cached)):
         yield
 
 
