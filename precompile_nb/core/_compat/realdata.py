@@ -72,11 +72,41 @@ def real_values() -> Iterator[None]:
     log.setLevel(logging.ERROR)
     fake_utils._check_fake_real_tensors = check
     try:
-        with functorch_config.patch(fake_tensor_propagate_real_tensors=True):
+        with functorch_config.patch(fake_tensor_propagate_real_tensors=True), \
+                _bool_values_as_bools():
             yield
     finally:
         fake_utils._check_fake_real_tensors = original
         log.setLevel(level)
+
+
+@contextlib.contextmanager
+def _bool_values_as_bools() -> Iterator[None]:
+    """The real value of a tensor's bool (`if t.all():`, `if torch.rand([]) < p:`) recorded as
+    a sympy bool. torch 2.11's FakeTensorMode records it as int(value) under the SymBool's
+    key `Eq(u0, 1)`, so ShapeEnv's decision by real values got `1` where it needs `True` and
+    recorded no guard: the example's branch was kept UNCHECKED (a call with other data ran it
+    silently; 2.13 and 2.15 record the bool). Patched on ShapeEnv while capture traces,
+    restored after; a no-op where the value is already a bool."""
+    import sympy
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    original = ShapeEnv.__dict__.get("set_real_tensor_prop_unbacked_vals")
+    if original is None:
+        yield
+        return
+
+    def set_value(self: Any, k: Any, v: Any) -> None:
+        if isinstance(k, sympy.logic.boolalg.Boolean) and not isinstance(v, torch.Tensor) \
+                and type(v) is int and v in (0, 1):
+            v = bool(v)
+        return original(self, k, v)
+
+    ShapeEnv.set_real_tensor_prop_unbacked_vals = set_value
+    try:
+        yield
+    finally:
+        ShapeEnv.set_real_tensor_prop_unbacked_vals = original
 
 
 def fake_with_real_values(tensors: Sequence[torch.Tensor]) -> tuple[Any, list[Any]]:
