@@ -39,12 +39,16 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
-_CHILD = r"""
-import cProfile, json, os, pstats, sys, time, warnings
+# the start of a child's source: the repository and benchmarks/ first, one torch thread
+PRELUDE = r"""
+import cProfile, functools, json, os, pstats, sys, time, warnings
 warnings.simplefilter("ignore")
 sys.path[:0] = [{root!r}, {bench!r}]
 import torch
 torch.set_num_threads(1)
+"""
+
+_CHILD = PRELUDE + r"""
 case = {case!r}
 if case.startswith("zoo:"):
     from zoo import models

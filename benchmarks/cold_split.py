@@ -24,13 +24,10 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+from cold_profile import PRELUDE  # noqa: E402 (the children's common start)
 
-_CHILD = r"""
-import functools, json, sys, time, warnings
-warnings.simplefilter("ignore")
-sys.path[:0] = [{root!r}, {bench!r}]
-import torch
-torch.set_num_threads(1)
+_CHILD = PRELUDE + r"""
 from zoo import models
 model, kind, size = {case!r}.split(":")
 spec = models.build(model, size, {device!r})
