@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -565,8 +566,10 @@ def kernels_cached_without_header_build() -> Iterator[None]:
             d = os.path.join(inductor_cache_dir(), "precompile_nb_headers")
             os.makedirs(d, exist_ok=True)
             path = os.path.join(d, re.sub(r"\W", "_", header) + ".h")
-            with open(path, "w") as f:
+            tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+            with open(tmp, "w") as f:  # whole or absent for a process compiling beside
                 f.write(f"#include <{header}>\n")
+            os.replace(tmp, path)
             made[header] = path
         return made[header]
 
