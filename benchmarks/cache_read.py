@@ -38,13 +38,11 @@ import warnings
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
+sys.path.insert(0, HERE)
+from cold_profile import PRELUDE  # noqa: E402 (the children's common start)
+
 # one fresh-process measurement: prints one JSON line
-_CHILD = r"""
-import json, os, sys, time, warnings
-warnings.simplefilter("ignore")
-sys.path[:0] = [{root!r}, {bench!r}]
-import torch
-torch.set_num_threads(1)
+_CHILD = PRELUDE + r"""
 from workloads import build
 w = build("tiny_mlp", {device!r})
 if {device!r} == "cuda":
