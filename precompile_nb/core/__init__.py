@@ -13,6 +13,7 @@ tools/, viewers/ or magics.py: those sit on top (tests/test_layout.py checks it)
 """
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import inspect
 import time
@@ -113,6 +114,7 @@ def build(fn: Callable, *example_inputs: Any, backend: str = "inductor",
                                                     decompositions=decompositions,
                                                     data_guards=data_guards))
         lowered = stage("lower", lambda: lower(captured, backend))
+    captured = dataclasses.replace(captured, example_tensors=())  # no reference to the example
     python_code = stage("emit", lambda: emit(captured, lowered))
     cache = stage("pack", lambda: pack(python_code, backend, lowered.files + (
         (bytecode_file(python_code),) if backend == "inductor" else ())))

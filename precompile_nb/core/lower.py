@@ -14,6 +14,7 @@ import dataclasses
 import os
 import re
 import time
+from typing import Any
 
 import torch
 
@@ -224,7 +225,8 @@ def _lower_inductor_once(c: Captured, t0: float, may_assume: bool) -> Lowered:
         tuned_at: dict[str, tuple[int, ...]] = {}
         if cuda and _autotune_at_precompile(c, fgm):
             shapes, tuned_at = _tuning_shapes(c, fake_inputs, unread)
-            _compat.autotune_now(compiled, fake_inputs, shapes)
+            _compat.autotune_now(compiled, fake_inputs, shapes,
+                                 _tuning_values(c, len(fake_inputs), unread))
         if cuda:  # how the warm load launches each kernel's one binary (Note [warm CUDA load])
             launches = _compat.triton_launch_records(warm.triton_kernel_vars(source))
         files = _collect_files(cache_dir)
@@ -274,6 +276,33 @@ def _tuning_shapes(c: Captured, fake_inputs: list, unread: tuple[int, ...],
         else:
             out.append((tuple(fake.shape), tuple(fake.stride())))
     return out, tuned
+
+
+# Note [tuning on the example's values]
+#   The one tuning run of a CUDA graph at precompile (Note [autotuning dynamic sizes]) gets
+#   copies of the example's own values, not random stand-ins. The choice of configuration
+#   depends on sizes only, but a graph may check the data: data guards (Note [data guards])
+#   and the runtime asserts Inductor keeps for data-dependent sizes. A Mixture-of-Experts
+#   layer routes tokens by value, and on stand-ins (zero token ids) every token went to the
+#   same experts, an expert the example fed got none, and the graph's check stopped the run
+#   ("Ne(u360, 0)"): precompile failed on an example that eager and the artifact both run.
+#   Copies, so that a graph that writes into an input (BatchNorm's statistics) leaves the
+#   user's tensors as they were. Constants are rebuilt from their literals; a DTensor input
+#   (its placement is not a plain tensor's) keeps a stand-in.
+
+
+def _tuning_values(c: Captured, n: int, unread: tuple[int, ...]) -> list[Any]:
+    """Each lowered graph input's value for the tuning run, or None for a stand-in: the
+    example's tensors (inputs not dropped as unread, in order), then the constants."""
+    kept = [t for i, t in enumerate(c.example_tensors) if i not in unread]
+    if len(kept) != len(c.inputs) - len(unread):
+        kept = []  # a Captured made without its example (tests): stand-ins throughout
+    values: list[Any] = list(kept) + [None] * (n - len(kept))
+    for k, const in enumerate(c.constants):
+        if len(kept) + k < n:
+            values[len(kept) + k] = torch.tensor(const.data, dtype=getattr(torch, const.dtype),
+                                                 device=const.device)
+    return values[:n]
 
 
 _NOTHING_TO_COMPUTE = """\

@@ -42,6 +42,9 @@ class Captured:
     seconds: float
     # (graph input, dim) marked with mark_unbacked: nothing may be assumed about its size
     unbacked: frozenset[tuple[int, int]] = frozenset()
+    # the example's own graph-input tensors, in input order (not copies): lower runs a CUDA
+    # graph once on copies of them to autotune (Note [tuning on the example's values])
+    example_tensors: tuple[Any, ...] = field(default=(), repr=False, compare=False)
 
     @property
     def fn_name(self) -> str:

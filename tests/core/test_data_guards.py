@@ -146,7 +146,7 @@ def _grouped_mm(x, w, offs):
     """transformers' grouped_mm_fallback before 5.24: a custom op (fake kernel, no data
     dependence in the forward) whose backward is Python that loops over offs.tolist() and
     writes each group's matmul into slices of the gradients (`out=`)."""
-    out = torch.zeros(x.size(0), w.size(2))
+    out = x.new_zeros(x.size(0), w.size(2))
     start = 0
     for i, end in enumerate(offs.tolist()):
         if start != end:
@@ -222,6 +222,45 @@ def test_an_moe_backward_over_tolist_offsets_compiles_with_inductor_and_serves_o
         f(m, x, torch.ones(8, dtype=torch.int64))
     assert e.value.stage == "call" and "if start == end:" in e.value.where
     assert all(p.grad is None for p in m.parameters())
+
+
+@pytest.mark.cuda
+def test_an_moe_step_on_cuda_is_tuned_on_the_example_routing():
+    """Precompile runs a CUDA graph once to autotune its kernels. On stand-in inputs (zero
+    expert ids) expert 1 got no token, the graph's data guard stopped the run and precompile
+    failed (mixtral, qwen2_moe training on the H200): the run now gets copies of the
+    example's values (Note [tuning on the example's values]), and leaves them as they were."""
+    torch.manual_seed(0)
+    m, x = Experts().cuda().train(), torch.randn(8, 4, device="cuda")
+    example = torch.tensor([0, 1, 1, 0, 1, 0, 1, 1], device="cuda")
+    before = [t.clone() for t in (x, example, *m.parameters())]
+    f = precompile.load(*precompile(_moe_step, m, x, example, backend="inductor",
+                                    data_guards=True))
+    for t, b in zip((x, example, *m.parameters()), before):
+        assert torch.equal(t, b) and t.grad is None
+    loss = _moe_step(m, x, example)
+    grads = [p.grad.clone() for p in m.parameters()]
+    m.zero_grad(set_to_none=True)
+    torch.testing.assert_close(f(m, x, example), loss)
+    for p, g in zip(m.parameters(), grads):
+        torch.testing.assert_close(p.grad, g)
+
+
+def test_the_tuning_run_gets_the_example_values_and_constants():
+    """What lower hands the one tuning run (CUDA only, so checked here on what it builds):
+    the example's own tensors, inputs the graph never reads left out, then the constants."""
+    from precompile_nb.core.capture import capture
+    from precompile_nb.core.lower import _tuning_values
+
+    def fn(m, x, idx):
+        return m(x)[idx] * torch.tensor([2.0, 3.0])
+
+    m, x, idx = nn.Linear(4, 2), torch.randn(3, 4), torch.tensor([2, 0])
+    c = capture(fn, [m, x, idx])
+    values = _tuning_values(c, len(c.fake_inputs), unread=())
+    assert [v is t for v, t in zip(values, (m.weight, m.bias, x, idx))] == [True] * 4
+    assert torch.equal(values[4], torch.tensor([2.0, 3.0])) and len(values) == 5
+    assert _tuning_values(c, 4, unread=(2,))[:3] == [m.weight, m.bias, idx]
 
 
 class LayerDrop(nn.Module):

@@ -108,6 +108,7 @@ def capture(fn: Callable, example_inputs: Sequence[Any], *,
         seconds=0.0,
         unbacked=frozenset((i, d) for i, spec in enumerate(lifted.specs)
                            for d in spec.dynamic if (i, d) not in lifted.assumable),
+        example_tensors=tuple(lifted.tensors),
     )
     return dataclasses.replace(captured, nodes=graph_nodes(captured),
                                seconds=time.perf_counter() - t0)
