@@ -86,6 +86,7 @@ class Plan:
         known = known_costs()
         self.rows = {c: _row(a, *c) for c in cases}
         self.heap: list = []
+        self.later: list = []  # --alone: the warm phases, run one at a time at the end
         self.cost = {c: cost(c, known) for c in cases}
         done = self._resumed(a.resume)
         phases = ["main"] + (["tc"] if a.compile_baseline else [])
@@ -127,8 +128,10 @@ class Plan:
             row.update(res)
             for nxt, (prev, key) in AFTER.items():
                 if self.a.warm and prev == phase and row.get(key) == "ok":
-                    # right after: its cost is the phase it follows (it is short)
-                    heapq.heappush(self.heap, (-1e9, 0, case, nxt))
+                    if self.a.alone:  # after every compile, one at a time (main())
+                        self.later.append((case, nxt))
+                    else:  # right after: its cost is the phase it follows (it is short)
+                        heapq.heappush(self.heap, (-1e9, 0, case, nxt))
             self.write()
 
     def write(self) -> None:
@@ -166,11 +169,24 @@ def worker(plan: Plan, deadline: float) -> None:
         unit = plan.take()
         if unit is None:
             return
-        (m, w), phase = unit
-        work = plan.out / "work" / f"{m}__{w}"
-        work.mkdir(parents=True, exist_ok=True)
-        res = R._run_phase(plan.a, m, w, phase, work, plan.env((m, w), phase), deadline)
-        plan.done((m, w), phase, res)
+        run_unit(plan, *unit, deadline)
+
+
+def run_unit(plan: Plan, case: tuple[str, str], phase: str, deadline: float) -> None:
+    work = plan.out / "work" / f"{case[0]}__{case[1]}"
+    work.mkdir(parents=True, exist_ok=True)
+    res = R._run_phase(plan.a, case[0], case[1], phase, work, plan.env(case, phase), deadline)
+    plan.done(case, phase, res)
+
+
+def run_alone(plan: Plan, deadline: float) -> None:
+    """--alone: the warm starts, each with its steady state, one process at a time with
+    nothing else running (the compiles' contention is in neither)."""
+    order = {c: i for i, c in enumerate(plan.rows)}
+    for case, phase in sorted(plan.later, key=lambda u: (order[u[0]], u[1])):
+        if time.time() >= deadline - 1:
+            break
+        run_unit(plan, case, phase, deadline)
 
 
 def main(argv=None) -> None:
@@ -193,6 +209,9 @@ def main(argv=None) -> None:
     p.add_argument("--timeout", type=float, default=None,
                    help="seconds per phase (default: the deadline)")
     p.add_argument("--no-data-guards", dest="data_guards", action="store_false")
+    p.add_argument("--alone", action="store_true",
+                   help="with --warm: the warm starts after every compile, one at a time, "
+                        "each measuring steady state too (the table's steady columns then)")
     p.add_argument("--resume", default=None,
                    help="a previous OUT: keep its rows, run only the phases it did not run")
     p.add_argument("--list", action="store_true", help="print the cases, longest first")
@@ -200,6 +219,7 @@ def main(argv=None) -> None:
     t0 = time.time()
     deadline = t0 + a.deadline
     a.timeout = a.timeout or a.deadline
+    a.steady_warm = a.alone
     models = [m for m in a.models.split(",") if m] or _registry_models()
     cases = [(m, w) for m in models for w in a.workloads.split(",") if w]
     plan = Plan(a, cases, Path(a.out))
@@ -217,6 +237,7 @@ def main(argv=None) -> None:
         t.start()
     for t in threads:
         t.join()
+    run_alone(plan, deadline)
     plan.write()
     late = sum(r.get("status") == R.NOT_RUN for r in plan.rows.values())
     print(f"done in {time.time() - t0:.0f} s: {len(cases) - late} cases run, {late} not run "

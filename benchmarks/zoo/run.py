@@ -287,6 +287,9 @@ def phase_nbwarm(a) -> dict:
         res["nb_warm_s"] = time.perf_counter() - t
         res["load_path"] = getattr(f, "__precompile_load__", {}).get("path")
         res["load_reason"] = getattr(f, "__precompile_load__", {}).get("reason")
+        if a.rounds and a._steady_warm:
+            st = r.steady({"eager": fn, "precompile": f}, a.rounds)
+            res["warm_steady_eager_s"], res["warm_steady_nb_s"] = st["eager"], st["precompile"]
     except BaseException as e:  # noqa: BLE001
         res.update({("nbwarm_" + k): v for k, v in _err(e, "nbwarm").items()})
     return res
@@ -305,6 +308,9 @@ def phase_tcwarm(a) -> dict:
             tc(m, *args)
         _sync(a.device)
         res["tc_warm_s"] = time.perf_counter() - t
+        if a.rounds and a._steady_warm:
+            st = r.steady({"eager": fn, "tc": tc}, a.rounds)
+            res["warm_steady_eager_tc_s"], res["warm_steady_tc_s"] = st["eager"], st["tc"]
     except BaseException as e:  # noqa: BLE001
         res.update({("tcwarm_" + k): v for k, v in _err(e, "tcwarm").items()})
     return res
@@ -344,7 +350,8 @@ def _run_phase(a, model: str, workload: str, phase: str, work: Path, env: dict,
            "--_workload", workload, "--_work", str(work), "--_result", str(result),
            "--device", a.device, "--backend", a.backend, "--size", a.size,
            "--threads", str(a.threads), "--rounds", str(a.rounds)] + (
-               [] if a.data_guards else ["--no-data-guards"])
+               [] if a.data_guards else ["--no-data-guards"]) + (
+               ["--_steady-warm"] if getattr(a, "steady_warm", False) else [])
     timeout, capped = a.timeout, False
     if deadline is not None and deadline - time.time() < timeout:
         timeout, capped = max(deadline - time.time(), 0.0), True
@@ -415,6 +422,32 @@ def _ratio(a, b) -> str:
     return "" if a is None or b is None or b == 0 else f"{a / b:.2f}x"
 
 
+def _is_baseline_key(k: str) -> bool:
+    return k.startswith("tc_") or k in ("steady_tc_s", "steady_eager_tc_s")
+
+
+def _with_baseline_of(row: dict, earlier: dict | None, where: str) -> dict:
+    """A row of a run with --no-compile-baseline keeps the torch.compile columns of an
+    earlier row of the same case that has them (same machine and software: the caller's
+    to say), and names that row's directory in `tc_from`."""
+    if earlier is None or row.get("tc_status") or not earlier.get("tc_status"):
+        return row
+    kept = {k: v for k, v in earlier.items() if _is_baseline_key(k)}
+    return {**row, **kept, "tc_from": earlier.get("tc_from") or where}
+
+
+_WARM_STEADY = ("warm_steady_eager_s", "warm_steady_nb_s", "warm_steady_eager_tc_s",
+                "warm_steady_tc_s")
+
+
+def _steady_alone(r: dict) -> dict:
+    """The row with its steady columns from the warm-start processes where it has all four
+    (parallel.py --alone runs those one at a time, nothing else on the machine)."""
+    if not all(r.get(k) for k in _WARM_STEADY):
+        return r
+    return {**r, **{k.replace("warm_", ""): r[k] for k in _WARM_STEADY}, "steady_alone": True}
+
+
 def _status(r: dict) -> str:
     if r.get("status") == NOT_RUN:
         return NOT_RUN
@@ -436,6 +469,7 @@ def render(rows: list[dict]) -> str:
              "| tc cold s | steady nb/eager | steady nb/tc | warm nb s | warm tc s | path |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
+        r = _steady_alone(r)
         nb_tc = None
         if r.get("steady_nb_s") and r.get("steady_tc_s") and r.get("steady_eager_s") and \
                 r.get("steady_eager_tc_s"):
@@ -449,7 +483,7 @@ def render(rows: list[dict]) -> str:
             tc_err if ("tc_rel_err" in r or "tc_status" in r) else "",
             _fmt_s(r.get("precompile_s")), _fmt_s(r.get("tc_cold_s")),
             _ratio(r.get("steady_nb_s"), r.get("steady_eager_s")),
-            "" if nb_tc is None else f"{nb_tc:.2f}x",
+            "" if nb_tc is None else f"{nb_tc:.2f}x" + ("*" if r.get("steady_alone") else ""),
             _fmt_s(r.get("nb_warm_s")), _fmt_s(r.get("tc_warm_s")),
             str(r.get("load_path") or "")]) + " |")
     n_ok = sum(r.get("status") == "ok" for r in rows)
@@ -462,7 +496,8 @@ def render(rows: list[dict]) -> str:
               f"max(bound, {TC_FACTOR:g} x rel err tc), bound {TOL['infer']:g} infer / "
               f"{TOL['train']:g} train (the bound alone where torch.compile's error was not "
               "measured). steady = median per call; nb/tc is (nb/eager)/(tc/eager), each "
-              "ratio measured in its own process. warm = fresh process load (or "
+              "ratio measured in its own process (in the warm-start processes, run one at a "
+              "time, where a row has those: steady*). warm = fresh process load (or "
               "torch.compile) + first call."]
     return "\n".join(lines) + "\n"
 
@@ -567,6 +602,8 @@ def main(argv=None) -> None:
                    help="only merge the results.json of these dirs into OUT")
     for k in ("phase", "model", "workload", "work", "result"):
         p.add_argument(f"--_{k}", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--_steady-warm", dest="_steady_warm", action="store_true",
+                   help=argparse.SUPPRESS)  # warm phases measure steady too (parallel --alone)
     a = p.parse_args(argv)
     if a._phase:
         a.phase, a.model, a.workload, a.work, a.result = (a._phase, a._model, a._workload,
@@ -583,9 +620,13 @@ def main(argv=None) -> None:
     out = Path(a.out)
     if a.merge:
         keyed: dict = {}  # a later dir's row replaces an earlier one of the same case
+        tc_dir: dict = {}  # the dir each row's torch.compile columns were measured in
         for d in a.merge:
             for r in json.loads((Path(d) / "results.json").read_text()):
-                keyed[(r["model"], r["workload"], r["backend"], r["device"], r["size"])] = r
+                key = (r["model"], r["workload"], r["backend"], r["device"], r["size"])
+                keyed[key] = _with_baseline_of(r, keyed.get(key), tc_dir.get(key, d))
+                if r.get("tc_status"):
+                    tc_dir[key] = r.get("tc_from") or d
         rows = list(keyed.values())
         from benchmarks.zoo.models import REGISTRY
         order = {m: i for i, m in enumerate(REGISTRY)}

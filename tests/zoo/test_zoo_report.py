@@ -1,0 +1,44 @@
+"""The zoo's table: what a merged row shows when its torch.compile columns come from an
+earlier run, and which steady columns a row reports (benchmarks/zoo/run.py)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from benchmarks.zoo import run as R  # noqa: E402
+
+_EARLIER = {"model": "mixtral", "workload": "train", "backend": "inductor", "status": "error",
+            "error_type": "PrecompileError", "error": "lower failed", "error_stage": "precompile",
+            "tc_status": "ok", "tc_rel_err": 0.116, "tc_cold_s": 153.0, "tc_warm_s": 66.7,
+            "steady_eager_tc_s": 0.056, "steady_tc_s": 0.078}
+_LATER = {"model": "mixtral", "workload": "train", "backend": "inductor", "status": "ok",
+          "rel_err": 0.12, "precompile_s": 120.0, "steady_eager_s": 0.05, "steady_nb_s": 0.024}
+
+
+def test_a_row_without_a_baseline_keeps_the_earlier_rows_and_is_judged_against_it():
+    merged = R._with_baseline_of(dict(_LATER), dict(_EARLIER), "zoo_h200_full/all")
+    assert merged["status"] == "ok" and merged["rel_err"] == 0.12  # the later run's own
+    assert merged["tc_rel_err"] == 0.116 and merged["tc_from"] == "zoo_h200_full/all"
+    assert "error" not in merged  # the earlier run's error is not carried over
+    # 0.12 is over the 0.01 bound alone, within 2x torch.compile's 0.116
+    assert R._status(_LATER).startswith("MISMATCH") and R._status(merged) == "ok"
+
+
+def test_a_row_with_its_own_baseline_keeps_it():
+    own = {**_LATER, "tc_status": "ok", "tc_rel_err": 0.5}
+    assert R._with_baseline_of(dict(own), dict(_EARLIER), "x")["tc_rel_err"] == 0.5
+    assert R._with_baseline_of(dict(_LATER), None, "x") == _LATER
+
+
+def test_the_steady_columns_come_from_the_runs_alone_where_the_row_has_them():
+    row = {**_LATER, **{k: v for k, v in _EARLIER.items() if k.startswith(("tc_", "steady"))}}
+    line = R.render([row]).splitlines()[2]
+    assert "0.48x" in line and "*" not in line  # 0.024/0.05, contended, no mark
+    alone = {**row, "warm_steady_eager_s": 0.05, "warm_steady_nb_s": 0.02,
+             "warm_steady_eager_tc_s": 0.05, "warm_steady_tc_s": 0.04}
+    line = R.render([alone]).splitlines()[2]
+    assert "| 0.40x | 0.50x* |" in line  # (0.02/0.05) / (0.04/0.05), marked as measured alone
