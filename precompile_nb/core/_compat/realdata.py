@@ -174,7 +174,35 @@ def insert_checks(gm: torch.fx.GraphModule, mode: Any) -> None:
     from torch.fx.passes.runtime_assert import insert_deferred_runtime_asserts
 
     insert_deferred_runtime_asserts(gm, mode.shape_env, "precompile_nb data guards")
+    _bool_asserts_on_bools(gm)
     gm.recompile()
+
+
+def _bool_asserts_on_bools(gm: torch.fx.GraphModule) -> None:
+    """A check on a tensor's bool (`Eq(u0, 1)`, u0 the bool) is inserted by 2.11 as
+    `cast_symbool_to_symint_guardless(b) == 1`, and that cast's SymInt is not tracked by the
+    tracer that re-traces the graph at lowering (functionalize: "is not tracked with proxy").
+    The check is the bool itself (`== 1`) or its negation (`== 0`): assert that instead.
+    2.13 and 2.15 insert no such cast: a no-op there."""
+    import operator
+
+    from torch.fx.experimental.symbolic_shapes import cast_symbool_to_symint_guardless
+
+    for n in list(gm.graph.nodes):
+        if n.op != "call_function" or n.target is not cast_symbool_to_symint_guardless:
+            continue
+        for u in list(n.users):
+            other = [a for a in u.args if a is not n]
+            if u.target is not operator.eq or len(u.args) != 2 or other not in ([1], [0]):
+                continue
+            if other == [1]:
+                u.replace_all_uses_with(n.args[0])
+            else:
+                with gm.graph.inserting_before(u):
+                    u.replace_all_uses_with(gm.graph.call_function(torch.sym_not, (n.args[0],)))
+            gm.graph.erase_node(u)
+        if not n.users:
+            gm.graph.erase_node(n)
 
 
 def forget_real_values(gm: torch.fx.GraphModule, mode: Any) -> None:
