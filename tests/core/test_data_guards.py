@@ -200,6 +200,17 @@ def _moe_step(m, x, expert):
     return loss
 
 
+def _assert_step_is_eagers(f, m, x, expert):
+    """f(m, x, expert) returns eager's loss and leaves eager's gradients."""
+    m.zero_grad(set_to_none=True)
+    loss = _moe_step(m, x, expert)
+    grads = [p.grad.clone() for p in m.parameters()]
+    m.zero_grad(set_to_none=True)
+    torch.testing.assert_close(f(m, x, expert), loss)
+    for p, g in zip(m.parameters(), grads):
+        torch.testing.assert_close(p.grad, g)
+
+
 def test_an_moe_backward_over_tolist_offsets_compiles_with_inductor_and_serves_other_routings():
     """torch 2.11's Inductor could not lower this graph (its reinplace pass saw two sizes of
     one slice as different unbacked symbols: Note [scatters with data-dependent bounds]);
@@ -210,13 +221,7 @@ def test_an_moe_backward_over_tolist_offsets_compiles_with_inductor_and_serves_o
     f = precompile.load(*precompile(_moe_step, m, x, example, backend="inductor",
                                     data_guards=True))
     for expert in (example, torch.tensor([0, 0, 1, 0, 1, 0, 1, 1])):  # 3/5 tokens, then 4/4
-        m.zero_grad(set_to_none=True)
-        loss = _moe_step(m, x, expert)
-        grads = [p.grad.clone() for p in m.parameters()]
-        m.zero_grad(set_to_none=True)
-        torch.testing.assert_close(f(m, x, expert), loss)
-        for p, g in zip(m.parameters(), grads):
-            torch.testing.assert_close(p.grad, g)
+        _assert_step_is_eagers(f, m, x, expert)
     m.zero_grad(set_to_none=True)
     with pytest.raises(PrecompileError) as e:  # expert 0 gets no token
         f(m, x, torch.ones(8, dtype=torch.int64))
@@ -238,12 +243,7 @@ def test_an_moe_step_on_cuda_is_tuned_on_the_example_routing():
                                     data_guards=True))
     for t, b in zip((x, example, *m.parameters()), before):
         assert torch.equal(t, b) and t.grad is None
-    loss = _moe_step(m, x, example)
-    grads = [p.grad.clone() for p in m.parameters()]
-    m.zero_grad(set_to_none=True)
-    torch.testing.assert_close(f(m, x, example), loss)
-    for p, g in zip(m.parameters(), grads):
-        torch.testing.assert_close(p.grad, g)
+    _assert_step_is_eagers(f, m, x, example)
 
 
 def test_the_tuning_run_gets_the_example_values_and_constants():
