@@ -160,8 +160,8 @@ def _lower_inductor(c: Captured) -> Lowered:
     if not guards:
         return lowered
     conv = lowered.convention
-    return dataclasses.replace(lowered, convention=dataclasses.replace(
-        conv, guards=tuple(conv.guards) + tuple(guards)))
+    return dataclasses.replace(lowered, convention=conv._replace(
+        guards=tuple(conv.guards) + tuple(guards)))
 
 
 def _lowering_guard(c: Captured, e: BaseException) -> _Assume | None:
@@ -203,8 +203,8 @@ def _lower_inductor_once(c: Captured, t0: float, may_assume: bool) -> Lowered:
     fake_inputs = [n.meta["val"] for n in fgm.graph.nodes if n.op == "placeholder"]
     devices = {t.device for t in c.fake_inputs if isinstance(t, torch.Tensor)}
     device_index = next((d.index or 0 for d in devices if d.type == "cuda"), 0)
-    convention = dataclasses.replace(
-        c.convention, outputs=tuple(outputs), mutations=tuple(mutations), grads=tuple(grads),
+    convention = c.convention._replace(
+        outputs=tuple(outputs), mutations=tuple(mutations), grads=tuple(grads),
         check_strides=True, device_index=device_index, unread=unread)
     if not next(n for n in reversed(fgm.graph.nodes) if n.op == "output").args[0]:
         # every result is an input, a view of one, or a value: nothing to compile
@@ -360,10 +360,10 @@ def _mutations_and_aliases_to_driver(c: Captured, fgm: torch.fx.GraphModule):
         if k not in remap:
             remap[k] = len(new_outs)
             new_outs.append(outs[k])
-        outputs.append(dataclasses.replace(lf, index=remap[k]))
+        outputs.append(lf._replace(index=remap[k]))
     grads = []
     for w in c.convention.grads:
-        grads.append(dataclasses.replace(w, output=len(new_outs)))
+        grads.append(w._replace(output=len(new_outs)))
         new_outs.append(outs[w.output])
     mutations = []
     for i, node in mutated:

@@ -4,7 +4,7 @@ What each positional argument of fn is (a module, a tensor, a container, a baked
 graph input each tensor is and what it is specialized to, what each result leaf is (a graph
 output, an input returned as it is, a view of an input, a value), which inputs are written
 back and which receive gradients. capture builds it, lower refines it
-(`dataclasses.replace`), emit writes `convention.to_literal()` into the artifact, and both
+(`record._replace`), emit writes `convention.to_literal()` into the artifact, and both
 `load.read_meta` and the driver read it back with the one decoder, `decode`.
 
 The record classes are defined in `driver.py`, because every artifact carries the driver and
@@ -17,7 +17,6 @@ door to them, and it holds the artifact format version with its rule.
 """
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 from typing import Any, Union
 
@@ -112,7 +111,7 @@ def schema_fingerprint() -> str:
 
     parts = [ARTIFACT_FORMAT, META_NAME, repr(SECTIONS), repr(_driver._PC_HEADER)]
     for cls in _RECORDS:
-        fields = [f.name for f in dataclasses.fields(cls)]
+        fields = list(cls._pc_fields)
         schema = {k: kind_text(v) for k, v in cls._pc_schema.items()}
         parts.append(f"{cls.__name__} kind={cls._pc_kind} fields={fields} schema={schema}")
     for name, members in sorted(_driver._PC_UNIONS.items()):

@@ -4,7 +4,7 @@
 # see precompile_nb/runtime/convention.py), then, per call: flattens the arguments into graph
 # inputs, checks them, runs the compiled graph, writes mutations and gradients back and
 # rebuilds fn's result. See Note [one driver, two homes] in precompile_nb/core/emit.py.
-import dataclasses as _pc_dataclasses
+import dataclasses as _pc_dataclasses  # Field, MISSING, FrozenInstanceError
 import sys as _pc_sys
 
 import torch as _pc_torch
@@ -92,24 +92,19 @@ class PrecompileError(RuntimeError):
 #   artifact format: see Note [artifact version] in convention.py.
 
 def _pc_record(cls):
-    """A frozen, slotted dataclass in the package; inside an artifact (an exec namespace, no
-    module in sys.modules) the same record made by hand (Note [records inside an artifact])."""
-    if cls.__module__ not in _pc_sys.modules:
-        return _pc_light_record(cls)
-    out = _pc_dataclasses.dataclass(frozen=True, slots=True)(cls)
-    out._pc_fields = tuple(f.name for f in _pc_dataclasses.fields(out))
-    return out
+    """A frozen, slotted record made by hand (Note [convention records made by hand])."""
+    return _pc_light_record(cls)
 
 
-# Note [records inside an artifact]
+# Note [convention records made by hand]
 #   dataclasses builds each class's __init__, __repr__, __eq__, __hash__, __setattr__ and
 #   __delattr__ by compiling generated source: for the 24 records that is ~140 compiles, 40-85
-#   ms of a small artifact's 80-120 ms warm load on CPU, paid in every fresh process. Inside
-#   an artifact the records are only built by the decoder and read by the driver, so they are
-#   made by hand instead: the same fields in the same order, defaults and default factories,
-#   frozen, slotted, compared and hashed by their fields' values, printed as dataclasses
-#   print them; one shared __init__ and no compile. The package keeps real dataclasses (its
-#   code uses dataclasses.replace and fields on them). Both have `_pc_fields`.
+#   ms on a busy 2-core CPU, paid in every fresh process twice over: when the package is
+#   imported (this module) and when an artifact's copy of it runs. So the records are made by
+#   hand: the same fields in the same order, defaults and default factories, frozen and
+#   slotted, compared and hashed by their fields' values, printed as dataclasses print them,
+#   copied and pickled field by field; one shared __init__ and nothing compiled. What
+#   dataclasses.replace and fields did is `rec._replace(**changes)` and `cls._pc_fields`.
 
 def _pc_light_record(cls):
     names = tuple(cls.__dict__.get("__annotations__") or getattr(cls, "__annotations__", {}))
@@ -129,8 +124,21 @@ def _pc_light_record(cls):
     ns.update(__slots__=names, _pc_fields=names, _pc_defaults=defaults,
               __init__=_pc_light_init, __setattr__=_pc_light_frozen,
               __delattr__=_pc_light_frozen, __repr__=_pc_light_repr, __eq__=_pc_light_eq,
-              __hash__=_pc_light_hash)
+              __hash__=_pc_light_hash, __getstate__=_pc_light_values,
+              __setstate__=_pc_light_setstate, _replace=_pc_light_replace,
+              __match_args__=names)
     return type(cls.__name__, cls.__bases__, ns)
+
+
+def _pc_light_setstate(self, state):
+    for n, v in zip(self._pc_fields, state):
+        object.__setattr__(self, n, v)
+
+
+def _pc_light_replace(self, **changes):
+    """A copy with `changes` (what dataclasses.replace does for a dataclass)."""
+    return type(self)(**{n: changes.pop(n) if n in changes else getattr(self, n)
+                         for n in self._pc_fields}, **changes)
 
 
 def _pc_light_init(self, *args, **kwargs):

@@ -93,8 +93,8 @@ def capture(fn: Callable, example_inputs: Sequence[Any], *,
 
     fake_inputs = tuple(n.meta["val"] for n in gm.graph.nodes if n.op == "placeholder")
     captured = Captured(
-        convention=dataclasses.replace(
-            _convention(fn, lifted, constants, state, guards, P), data_guards=decided,
+        convention=_convention(fn, lifted, constants, state, guards, P)._replace(
+            data_guards=decided,
             process_groups=tuple(ProcessGroup(name=n, size=k, world=w)
                                  for n, k, w in _compat.collective_groups(gm))),
         graph=gm,

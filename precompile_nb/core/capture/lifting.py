@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import dataclasses
 import inspect
 import math
 from collections.abc import Callable, Sequence
@@ -80,8 +79,8 @@ class _Lifted:
         layout = self.layout(t, where, P, new_mesh=True)
         local = _compat.dtensor_local(t)
         self.wrap[len(self.specs)] = (_compat.dtensor_mesh(t), list(t.placements), layout)
-        return dataclasses.replace(spec, shape=tuple(local.shape), stride=tuple(local.stride()),
-                                   device=str(local.device), dtensor=layout)
+        return spec._replace(shape=tuple(local.shape), stride=tuple(local.stride()),
+                             device=str(local.device), dtensor=layout)
 
     def layout(self, t: torch.Tensor, where: str, P: Problems, *, new_mesh: bool = False
                ) -> DTensorLayout:

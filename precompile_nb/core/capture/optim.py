@@ -262,5 +262,5 @@ def _check_state(lift: _OptimLift, ws: Sequence[torch.Tensor], tstate: dict,
 def finish_args(args: Sequence[Any], state: dict[str, Any]) -> tuple[Any, ...]:
     """The optimizer arguments with what the trace saw (does fn clear grads first)."""
     cleared = state.get("optim_cleared", {})
-    return tuple(dataclasses.replace(a, grads_cleared=cleared.get(i, False))
+    return tuple(a._replace(grads_cleared=cleared.get(i, False))
                  if isinstance(a, OptimArg) else a for i, a in enumerate(args))
