@@ -131,7 +131,10 @@ with torch.no_grad():
 st = f.__precompile_load__
 res = {{"import_s": t_import, "load_s": t_load - t_import, "first_call_s": first,
        "total_s": total, "second_call_s": second, "path": st["path"], "reason": st["reason"],
-       "stages": st["seconds"], "max_abs_err": (out - ref).abs().max().item(),
+       "stages": st["seconds"], "max_abs_err": max(
+           (a - b).abs().max().item() for a, b in zip(torch.utils._pytree.tree_leaves(out),
+                                                      torch.utils._pytree.tree_leaves(ref))
+           if isinstance(a, torch.Tensor)),
        "new_modules": len(set(sys.modules) - before),
        "heavy": sorted(m for m in set(sys.modules) - before
                        if m in ("torch._inductor", "torch._dynamo", "sympy", "triton"))}}
