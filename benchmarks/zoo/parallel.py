@@ -64,11 +64,6 @@ def cost(case: tuple[str, str], known: dict) -> float:
     return 2 * known[(m, "infer")] if w == "train" and (m, "infer") in known else 60.0
 
 
-def _tc_key(k: str) -> bool:
-    """A key of a row that the torch.compile phases (tc, tcwarm) wrote."""
-    return k.startswith(("tc_", "tcwarm_")) or k in ("steady_eager_tc_s", "steady_tc_s")
-
-
 def _row(a, m: str, w: str) -> dict:
     row = {"model": m, "workload": w, "backend": a.backend, "device": a.device, "size": a.size,
            "status": R.NOT_RUN}
@@ -110,10 +105,10 @@ class Plan:
             row = self.rows[c]
             if r.get("status") != R.NOT_RUN:
                 done.add((c, "main"))
-                row.update({k: v for k, v in r.items() if not _tc_key(k)})
+                row.update({k: v for k, v in r.items() if not R.is_baseline_key(k)})
             if "tc_status" in r and r["tc_status"] != R.NOT_RUN:
                 done.add((c, "tc"))
-                row.update({k: v for k, v in r.items() if _tc_key(k)})
+                row.update({k: v for k, v in r.items() if R.is_baseline_key(k)})
         return done
 
     def take(self):

@@ -422,8 +422,10 @@ def _ratio(a, b) -> str:
     return "" if a is None or b is None or b == 0 else f"{a / b:.2f}x"
 
 
-def _is_baseline_key(k: str) -> bool:
-    return k.startswith("tc_") or k in ("steady_tc_s", "steady_eager_tc_s")
+def is_baseline_key(k: str) -> bool:
+    """A key of a row that the torch.compile phases (tc, tcwarm) write."""
+    return k.startswith(("tc_", "tcwarm_")) or k in (
+        "steady_tc_s", "steady_eager_tc_s", "warm_steady_tc_s", "warm_steady_eager_tc_s")
 
 
 def _with_baseline_of(row: dict, earlier: dict | None, where: str) -> dict:
@@ -432,7 +434,7 @@ def _with_baseline_of(row: dict, earlier: dict | None, where: str) -> dict:
     to say), and names that row's directory in `tc_from`."""
     if earlier is None or row.get("tc_status") or not earlier.get("tc_status"):
         return row
-    kept = {k: v for k, v in earlier.items() if _is_baseline_key(k)}
+    kept = {k: v for k, v in earlier.items() if is_baseline_key(k)}
     return {**row, **kept, "tc_from": earlier.get("tc_from") or where}
 
 
