@@ -12,7 +12,9 @@ killed and every unit not started is left: their cells read "not run (time)" in 
 no case is ever missing from it. OUT/results.md and OUT/results.json are rewritten after every
 unit, with every case (those still to come as "not run (time)"), so even a run killed from
 outside leaves a complete table of what finished. `--resume PREVIOUS_OUT` keeps a previous
-run's rows and runs only the phases it did not (a second call for what the first left).
+run's rows and runs only the phases it did not (a second call for what the first left),
+the warm starts of its compiles included (same OUT, same machine: they read its artifacts and
+torch.compile caches).
 
 benchmarks/zoo/cpu_run.sh is the many-core CPU run (inductor, tiny, CUDA hidden).
 """
@@ -109,7 +111,18 @@ class Plan:
             if "tc_status" in r and r["tc_status"] != R.NOT_RUN:
                 done.add((c, "tc"))
                 row.update({k: v for k, v in r.items() if R.is_baseline_key(k)})
+            for nxt, (prev, key) in AFTER.items():  # a warm start the earlier run left
+                if self.a.warm and (c, prev) in done and row.get(key) == "ok" and \
+                        row.get(f"{nxt}_status", R.NOT_RUN) == R.NOT_RUN and \
+                        f"{nxt[:2]}_warm_s" not in row:
+                    self._queue_warm(c, nxt)
         return done
+
+    def _queue_warm(self, case: tuple[str, str], phase: str) -> None:
+        if self.a.alone:  # after every compile, one at a time (main())
+            self.later.append((case, phase))
+        else:  # right after: its cost is the phase it follows (it is short)
+            heapq.heappush(self.heap, (-1e9, 0, case, phase))
 
     def take(self):
         with self.lock:
@@ -121,12 +134,11 @@ class Plan:
             if phase == "tc":
                 row.pop("tc_status", None)
             row.update(res)
+            if phase == "tc":  # its warm start, maybe in a --resume run, reads this cache
+                row["tc_cache_dir"] = self.env(case, phase)["TORCHINDUCTOR_CACHE_DIR"]
             for nxt, (prev, key) in AFTER.items():
                 if self.a.warm and prev == phase and row.get(key) == "ok":
-                    if self.a.alone:  # after every compile, one at a time (main())
-                        self.later.append((case, nxt))
-                    else:  # right after: its cost is the phase it follows (it is short)
-                        heapq.heappush(self.heap, (-1e9, 0, case, nxt))
+                    self._queue_warm(case, nxt)
             self.write()
 
     def write(self) -> None:
@@ -151,12 +163,24 @@ class Plan:
             "PYTHONPATH", "").split(os.pathsep) if p])
         sub = {"main": "nb", "tc": "tc", "nbwarm": "nbwarm", "tcwarm": "tc"}[phase]
         env["TORCHINDUCTOR_CACHE_DIR"] = str(self.cache_base / tag / sub)
+        if phase == "tcwarm" and self.rows[case].get("tc_cache_dir"):
+            env["TORCHINDUCTOR_CACHE_DIR"] = self.rows[case]["tc_cache_dir"]
         return env
 
 
 def _registry_models() -> list[str]:
     from benchmarks.zoo.models import REGISTRY
     return list(REGISTRY)
+
+
+def _cases(models: str, workloads: str) -> list[tuple[str, str]]:
+    """--models a,b:train,c with --workloads infer,train: a and c with every workload, b with
+    train alone (the cases of one run need not be a full product)."""
+    out = []
+    for m in [m for m in models.split(",") if m] or _registry_models():
+        name, _, only = m.partition(":")
+        out += [(name, w) for w in (only or workloads).split(",") if w]
+    return out
 
 
 def worker(plan: Plan, deadline: float) -> None:
@@ -197,7 +221,8 @@ def main(argv=None) -> None:
     p.add_argument("--device", default="cpu")
     p.add_argument("--backend", default="inductor", choices=["inductor", "eager"])
     p.add_argument("--size", default="tiny", choices=["tiny", "real"])
-    p.add_argument("--models", default="")
+    p.add_argument("--models", default="",
+                   help="a,b (every workload of --workloads) or a:train (that one alone)")
     p.add_argument("--workloads", default="infer,train")
     p.add_argument("--threads", type=int, default=1, help="torch threads per process")
     p.add_argument("--rounds", type=int, default=5, help="steady-state calls (0: skip)")
@@ -215,8 +240,7 @@ def main(argv=None) -> None:
     deadline = t0 + a.deadline
     a.timeout = a.timeout or a.deadline
     a.steady_warm = a.alone
-    models = [m for m in a.models.split(",") if m] or _registry_models()
-    cases = [(m, w) for m in models for w in a.workloads.split(",") if w]
+    cases = _cases(a.models, a.workloads)
     plan = Plan(a, cases, Path(a.out))
     if a.list:
         for c in sorted(cases, key=lambda c: -plan.cost[c]):

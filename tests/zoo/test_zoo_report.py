@@ -42,3 +42,28 @@ def test_the_steady_columns_come_from_the_runs_alone_where_the_row_has_them():
              "warm_steady_eager_tc_s": 0.05, "warm_steady_tc_s": 0.04}
     line = R.render([alone]).splitlines()[2]
     assert "| 0.40x | 0.50x* |" in line  # (0.02/0.05) / (0.04/0.05), marked as measured alone
+
+
+def test_a_resumed_run_does_the_warm_starts_the_earlier_run_left(tmp_path):
+    """parallel.py --resume OUT after a call cut at its deadline: the compiles that finished
+    are not run again, their warm starts are (torch.compile's from the cache its cold run
+    filled), and a warm start that ran is not repeated."""
+    from benchmarks.zoo import parallel as P
+    left = {**_LATER, "tc_status": "ok", "tc_cold_s": 1.0, "tc_cache_dir": "/c/tc",
+            "load_path": "not run (time)", "tcwarm_status": R.NOT_RUN}
+    ran = {**left, "model": "gpt2", "nb_warm_s": 0.3, "tc_warm_s": 5.0}
+    (tmp_path / "results.json").write_text(__import__("json").dumps([left, ran]))
+    import argparse
+    args = argparse.Namespace(backend="inductor", device="cuda", size="real", warm=True,
+                              alone=True, compile_baseline=True, resume=str(tmp_path))
+    plan = P.Plan(args, [("mixtral", "train"), ("gpt2", "train")], tmp_path)
+    assert plan.heap == []  # both compiles of both cases ran
+    assert sorted(plan.later) == [(("mixtral", "train"), "nbwarm"),
+                                  (("mixtral", "train"), "tcwarm")]
+    assert plan.env(("mixtral", "train"), "tcwarm")["TORCHINDUCTOR_CACHE_DIR"] == "/c/tc"
+
+
+def test_a_run_can_name_one_workload_of_a_model():
+    from benchmarks.zoo import parallel as P
+    assert P._cases("qwen2:infer,gpt2", "infer,train") == [
+        ("qwen2", "infer"), ("gpt2", "infer"), ("gpt2", "train")]
