@@ -229,7 +229,7 @@ def _lower_inductor_once(c: Captured, t0: float, may_assume: bool) -> Lowered:
                                  _tuning_values(c, len(fake_inputs), unread))
         if cuda:  # how the warm load launches each kernel's one binary (Note [warm CUDA load])
             launches = _compat.triton_launch_records(warm.triton_kernel_vars(source))
-        files = _collect_files(cache_dir)
+        files = _compat.triton_binaries_only(_collect_files(cache_dir))
         if any(rel.endswith(".so") for root, rel, _ in files if root == "inductor"):
             files = _with_isa_probes(files, cache_dir)
     source = _compat.strip_inductor_main(source)

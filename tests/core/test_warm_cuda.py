@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import copy
 import json
+import os
 import textwrap
 
 import pytest
@@ -266,3 +267,48 @@ def test_cuda_mark_dynamic_cnn_is_autotuned_at_precompile_and_loads_warm(tmp_pat
         assert report["load"]["path"] == "warm", report["load"]
         assert report["heavy"] == [] and report["started"] == [], report
         torch.testing.assert_close(got["out"], m(xi), atol=1e-4, rtol=1e-4)
+
+
+def _triton_kernel_dir(d: str, name: str, built_in: str) -> list[tuple[str, str, bytes]]:
+    """The files Triton 3.x leaves for one compiled kernel, its group file naming them by
+    absolute path in the compiling process's cache."""
+    names = [f"{name}.{e}" for e in ("source", "ttir", "ttgir", "llir", "ptx", "cubin", "json")]
+    group = {"child_paths": {n: f"{built_in}/{d}/{n}" for n in names}}
+    return ([("triton", f"{d}/__grp__{name}.json", json.dumps(group).encode())]
+            + [("triton", f"{d}/{n}", b"\x7fELF" if n.endswith("cubin") else
+                json.dumps({"hash": d}).encode() if n.endswith("json") else b"IR " * 100)
+               for n in names])
+
+
+def test_a_cache_keeps_each_triton_kernels_binary_and_what_finds_it(tmp_path, monkeypatch):
+    """Note [Triton binaries only]: the compile stages' texts are left out of the cache, and
+    each installed group file names only files that are there, so Triton's own cache lookup
+    (a miss when a named file is missing) still finds the kernel on the compile path."""
+    from precompile_nb.core import cache as cache_mod
+    built = "/tmp/precompile_nb_gone/tmpx/triton"
+    files = (_triton_kernel_dir("H1", "triton_poi_fused_add_0", built)
+             + [("triton", "NOBIN/k.ptx", b"ptx"), ("triton", "NOBIN/k.json", b"{}"),
+                ("inductor", "ab/cab.py", b"x = 1")])
+    kept = _compat.triton_binaries_only(files)
+    names = {rel for _, rel, _ in kept}
+    assert names == {"H1/__grp__triton_poi_fused_add_0.json", "H1/triton_poi_fused_add_0.cubin",
+                     "H1/triton_poi_fused_add_0.json", "NOBIN/k.ptx", "NOBIN/k.json",
+                     "ab/cab.py"}  # a dir without a binary is kept as it is
+    assert warm._cubins_by_hash(tuple(kept)) == {"H1": "H1/triton_poi_fused_add_0.cubin"}
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    cache_mod.install(kept, 0)
+    group = json.loads((tmp_path / "triton" / "H1" / "__grp__triton_poi_fused_add_0.json")
+                       .read_text())
+    assert sorted(group["child_paths"]) == ["triton_poi_fused_add_0.cubin",
+                                            "triton_poi_fused_add_0.json"]
+    assert all(os.path.exists(p) for p in group["child_paths"].values())
+    try:  # Triton's own lookup, where Triton is installed (the CUDA builds of torch)
+        from triton.runtime.cache import FileCacheManager
+    except ImportError:
+        return
+    monkeypatch.setattr(FileCacheManager, "__init__", lambda self, key: setattr(
+        self, "cache_dir", str(tmp_path / "triton" / key)) or setattr(self, "key", key)
+        or setattr(self, "lock_path", None), raising=True)
+    found = FileCacheManager("H1").get_group("triton_poi_fused_add_0.json")
+    assert found is not None and sorted(found) == sorted(group["child_paths"])

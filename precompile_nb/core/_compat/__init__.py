@@ -126,6 +126,7 @@ from .warm import (  # noqa: F401 - the door re-exports
     profiler_module,
     record_function_fast,
     resolve_torch_path,
+    triton_binaries_only,
     warm_module_attrs,
 )
 

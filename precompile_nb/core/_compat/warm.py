@@ -224,3 +224,53 @@ def _maybe_profile(should_profile: bool, *args: Any, **kwargs: Any) -> Iterator[
 def _align(nbytes: int) -> int:
     # torch._inductor.utils._align (2.11-2.14): round up to ALIGN_BYTES = 64
     return (nbytes + 63) & -64
+
+
+# Note [Triton binaries only]
+#   Triton keeps, in each compiled kernel's cache dir, every stage of the compile: the
+#   <name>.source, .ttir, .ttgir, .llir and .ptx text beside the binary (.cubin) and its
+#   metadata (<name>.json), and a group file __grp__<name>.json naming them all. On a
+#   training step those texts are four fifths of the cache (H200, timm efficientnet_b0: 137
+#   of 145 MB, 7,818 files), and every byte of a cache is read and checksummed at load.
+#   Nothing at load reads them: the warm path launches the cubin, and Triton itself, on the
+#   compile path, takes a cache hit from the group file (every file it names must exist) and
+#   builds its CompiledKernel from the metadata and the binary (Triton 3.x; the other stages
+#   are kept only for tools that dump IR, e.g. AOTInductor on ROCm). So a cache keeps of
+#   each kernel the binary and metadata, and its group file names those alone.
+TRITON_STAGE_TEXTS = frozenset({"source", "ttir", "ttgir", "llir", "ptx"})
+TRITON_BINARIES = frozenset({"cubin", "hsaco"})
+
+
+def triton_binaries_only(files: Sequence[tuple[str, str, bytes]],
+                         ) -> list[tuple[str, str, bytes]]:
+    """`files` (root, rel, bytes) without the Triton compile stages' text files that no load
+    reads, each group file naming what is kept (Note [Triton binaries only]). A kernel dir
+    with no binary, or with a group file this does not understand, is kept whole."""
+    import json
+
+    dirs: dict[str, dict[str, bytes]] = {}  # kernel dir -> {file name: bytes}
+    for root, rel, data in files:
+        if root == "triton" and "/" in rel:
+            d, name = rel.rsplit("/", 1)
+            dirs.setdefault(d, {})[name] = data
+    drop: set[str] = set()
+    new: dict[str, bytes] = {}
+    for d, names in dirs.items():
+        exts = {n: n.rsplit(".", 1)[-1] for n in names}
+        gone = {n for n, e in exts.items() if e in TRITON_STAGE_TEXTS}
+        if not gone or not TRITON_BINARIES & set(exts.values()):
+            continue
+        groups = {}
+        try:
+            for n in names:
+                if n.startswith("__grp__") and n.endswith(".json"):
+                    group = json.loads(bytes(names[n]))
+                    group["child_paths"] = {c: p for c, p in group["child_paths"].items()
+                                            if os.path.basename(str(p)) not in gone}
+                    groups[f"{d}/{n}"] = json.dumps(group).encode()
+        except (ValueError, TypeError, KeyError, AttributeError):
+            continue  # a group file of another shape: this dir stays as it is
+        new.update(groups)
+        drop |= {f"{d}/{n}" for n in gone}
+    return [(root, rel, new.get(rel, data) if root == "triton" else data)
+            for root, rel, data in files if not (root == "triton" and rel in drop)]
