@@ -4,11 +4,14 @@ and off, against eager's first call in NCHW and in channels_last. Fresh processe
 compiler caches; CUDA only.
 
 usage: python benchmarks/conv_layout.py OUT [--models timm_efficientnet,timm_mobilenetv3]
+           [--workload infer|train]
 
-Per zoo model (`real` size, inference): eager first call NCHW and channels_last; precompile
-with channels_last forced (`torch._inductor.config.force_layout_optimization`) and as
-precompile_nb decides (Note [depthwise convolutions keep NCHW]) (precompile s); each artifact's fresh-process load + first
-call, and steady state (median of 30 calls) against eager's in the same process.
+Per zoo model (`real` size, inference or the training step): eager first call NCHW and
+channels_last; precompile with channels_last forced
+(`torch._inductor.config.force_layout_optimization`) and as precompile_nb decides (Note
+[depthwise convolutions keep NCHW]; for the training step: as precompile_nb decides and with
+Inductor's layout optimization off, NCHW) (precompile s); each artifact's fresh-process load + first call, and
+steady state (median of 30 calls) against eager's in the same process.
 Writes OUT/conv_layout.json and OUT/conv_layout.md (also printed).
 """
 from __future__ import annotations
@@ -29,7 +32,12 @@ import torch
 torch.cuda.init(); torch.zeros(1, device="cuda"); torch.cuda.synchronize()
 OUT = {out!r}
 from zoo import models
-spec = models.build({model!r}, "real", "cuda"); m = spec.model.eval(); x = spec.args["infer"][0]
+import contextlib
+W = {workload!r}
+spec = models.build({model!r}, "real", "cuda")
+m = spec.model.train() if W == "train" else spec.model.eval()
+args, fn = list(spec.args[W]), spec.fns[W]
+ctx = (lambda: contextlib.nullcontext()) if W == "train" else torch.no_grad
 def sync_time(f):
     t = time.perf_counter(); out = f(); torch.cuda.synchronize(); return time.perf_counter() - t, out
 def steady(f, n=30):
@@ -37,15 +45,14 @@ def steady(f, n=30):
     for _ in range(n):
         ts.append(sync_time(f)[0])
     return statistics.median(ts)
-def infer(m, x):
-    return m(x)
 """
 
 _EAGER = _PRE + r"""
 if {cl}:
-    m = m.to(memory_format=torch.channels_last); x = x.contiguous(memory_format=torch.channels_last)
-with torch.no_grad():
-    first, _ = sync_time(lambda: m(x)); second, _ = sync_time(lambda: m(x))
+    m = m.to(memory_format=torch.channels_last)
+    args[0] = args[0].contiguous(memory_format=torch.channels_last)
+with ctx():
+    first, _ = sync_time(lambda: fn(m, *args)); second, _ = sync_time(lambda: fn(m, *args))
 print(json.dumps({{"first_call_s": first, "second_call_s": second}}))
 """
 
@@ -53,8 +60,8 @@ _COLD = _PRE + r"""
 import torch._inductor.config as ic
 t = time.perf_counter()
 from precompile_nb import precompile
-with torch.no_grad(), ic.patch(force_layout_optimization={layout}):
-    code, cache = precompile(infer, m, x)
+with ctx(), ic.patch({patch!r}):
+    code, cache = precompile(fn, m, *args)
 s = time.perf_counter() - t
 open(OUT + "/{model}_{layout}.py", "w").write(code)
 open(OUT + "/{model}_{layout}.cache", "wb").write(cache)
@@ -65,11 +72,12 @@ _LOAD = _PRE + r"""
 from precompile_nb import precompile
 code = open(OUT + "/{model}_{layout}.py").read(); data = open(OUT + "/{model}_{layout}.cache", "rb").read()
 t = time.perf_counter(); f = precompile.load(code, data); load_s = time.perf_counter() - t
-first, out = sync_time(lambda: f(m, x))
-with torch.no_grad():
-    ref = m(x)
-    eager_steady = steady(lambda: m(x))
-nb_steady = steady(lambda: f(m, x))
+with ctx():
+    first, out = sync_time(lambda: f(m, *args))
+    ref = fn(m, *args)
+    eager_steady = steady(lambda: fn(m, *args))
+    nb_steady = steady(lambda: f(m, *args))
+out, ref = out[0] if isinstance(out, tuple) else out, ref[0] if isinstance(ref, tuple) else ref
 print(json.dumps({{"load_s": load_s, "first_call_s": first, "path": f.__precompile_load__["path"],
                   "steady_nb_s": nb_steady, "steady_eager_s": eager_steady,
                   "max_abs_err": (out - ref).abs().max().item()}}))
@@ -81,6 +89,10 @@ def main() -> None:
     names = "timm_efficientnet,timm_mobilenetv3"
     if "--models" in sys.argv:
         names = sys.argv[sys.argv.index("--models") + 1]
+    workload = sys.argv[sys.argv.index("--workload") + 1] if "--workload" in sys.argv else "infer"
+    layouts = {"forced": {"force_layout_optimization": True}, "default": {}}
+    if workload == "train":  # Inductor's own choice (channels_last for these CNNs) against NCHW
+        layouts = {"default": {}, "nchw": {"layout_optimization": False}}
     os.makedirs(out, exist_ok=True)
     res: dict = {}
     lines = ["| model | eager first NCHW s | eager first channels_last s | channels_last | "
@@ -89,25 +101,26 @@ def main() -> None:
     for name in names.split(","):
         r = res[name] = {}
         for cl in (False, True):
-            r[f"eager_cl{cl}"] = child(_EAGER, out, model=name, cl=cl)
-        for layout in (True, False):
-            r[f"cold_{layout}"] = child(_COLD, out, model=name, layout=layout)
-            r[f"load_{layout}"] = child(_LOAD, out, model=name, layout=layout)
-        json.dump(res, open(os.path.join(out, "conv_layout.json"), "w"), indent=1)
+            r[f"eager_cl{cl}"] = child(_EAGER, out, model=name, cl=cl, workload=workload)
+        for layout, patch in layouts.items():
+            kw = dict(model=name, layout=layout, workload=workload)
+            r[f"cold_{layout}"] = child(_COLD, out, patch=patch, **kw)
+            r[f"load_{layout}"] = child(_LOAD, out, **kw)
+        json.dump(res, open(os.path.join(out, f"conv_layout_{workload}.json"), "w"), indent=1)
         e0 = r["eager_clFalse"].get("first_call_s", float("nan"))
         e1 = r["eager_clTrue"].get("first_call_s", float("nan"))
-        for layout in (True, False):
+        for layout in layouts:
             c, ld = r[f"cold_{layout}"], r[f"load_{layout}"]
             if "error" in c or "error" in ld:
                 lines.append(f"| {name} | {e0:.3f} | {e1:.3f} | {layout} | error: "
                              f"{(c.get('error') or ld.get('error'))[-200:]!r} | | | |")
                 continue
             warm = ld["load_s"] + ld["first_call_s"]
-            lines.append(f"| {name} | {e0:.3f} | {e1:.3f} | {'forced' if layout else 'default'} | "
+            lines.append(f"| {name} {workload} | {e0:.3f} | {e1:.3f} | {layout} | "
                          f"{c['precompile_s']:.1f} | {warm:.3f} ({ld['path']}) | {warm / e0:.2f} | "
                          f"{ld['steady_nb_s'] / ld['steady_eager_s']:.2f} |")
     text = "\n".join(lines)
-    open(os.path.join(out, "conv_layout.md"), "w").write(text + "\n")
+    open(os.path.join(out, f"conv_layout_{workload}.md"), "w").write(text + "\n")
     print(text)
 
 

@@ -71,8 +71,10 @@ def _nchw_for_first_call(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
     (H200, cuDNN 9, timm efficientnet_b0 batch 8: eager's own first call 0.74 s in NCHW,
     2.51 s in channels_last): a warm load's first call paid 1.98 s against 0.25 s in NCHW,
     with the steady call no slower (2.70 vs 2.85 ms; benchmarks/conv_layout.py). Graphs with
-    a backward keep Inductor's choice (channels_last helps depthwise training, per Inductor's
-    own notes; not measured here)."""
+    a backward keep Inductor's choice: for efficientnet_b0's training step the same trade
+    goes the other way (`conv_layout.py --workload train`): NCHW starts 1.39 s after load
+    against 3.06 s, but each step takes 25.7 ms against 17.2 ms in channels_last, a loss
+    that a training run pays every step."""
     from torch._inductor import config as inductor_config
 
     if inductor_config.force_layout_optimization or not any(
