@@ -19,6 +19,7 @@ Each scenario runs in turn on every rank and writes what it saw into OUT_DIR/ran
               "tp", 3 SGD steps, artifact (eager backend) vs eager FSDP2 + TP
 The parent kills the ranks when they run past its timeout.
 """
+import importlib
 import json
 import os
 import sys
@@ -58,7 +59,8 @@ def tally():
     return _tls.counts
 
 
-_capture = core_mod.capture  # the stage function build() calls
+_stage = importlib.import_module("precompile_nb.core.capture")  # build() imports its capture
+_capture = _stage.capture  # the stage function build() calls
 
 
 def _counting_capture(*a, **k):
@@ -66,7 +68,7 @@ def _counting_capture(*a, **k):
     return _capture(*a, **k)
 
 
-core_mod.capture = _counting_capture
+_stage.capture = _counting_capture
 from torch._inductor import cpp_builder  # noqa: E402
 
 _build = cpp_builder.CppBuilder.build

@@ -13,10 +13,14 @@ of its modules holds it:
   parallel.py  capture of data parallelism: FSDP2's states and hooks, DDP's settings
   warm.py      the warm load, without the compiler stack
   realdata.py  data guards: fake tensors with real values, the decisions taken from them
+warm and inductor are imported with the door (a load runs on them); tracing, parallel and
+realdata at the first use of one of their names (`_LAZY`).
 """
 from __future__ import annotations
 
+import importlib
 import threading
+from typing import Any
 
 import torch
 
@@ -41,78 +45,6 @@ from .inductor import (  # noqa: F401 - the door re-exports
     triton_cache_dir,
     triton_launch_records,
 )
-from .realdata import (  # noqa: F401 - the door re-exports
-    Decision,
-    assume_nonnegative_bounds,
-    fake_with_real_values,
-    forget_real_values,
-    real_values,
-)
-from .realdata import decisions as data_decisions  # noqa: F401
-from .realdata import insert_checks as insert_data_checks  # noqa: F401
-from .realdata import is_random as is_random_op  # noqa: F401
-from .realdata import producers as unbacked_producers  # noqa: F401
-from .tracing import (  # noqa: F401 - the door re-exports
-    DimMarks,
-    ambient_trace,
-    assume,
-    autocast_enabled_devices,
-    backward_op_origins,
-    condition_at,
-    condition_source,
-    data_dependent_errors,
-    decided_random_draws,
-    dim_marks,
-    dtensor_from_local,
-    dtensor_local,
-    dtensor_mesh,
-    fake_with_unbacked,
-    functionalize,
-    fused_fast_paths,
-    guard_condition,
-    has_effects,
-    is_aten_op,
-    is_carried_placement,
-    is_collective,
-    is_dtensor,
-    is_nested,
-    is_tensor_subclass,
-    lowering_guard_condition,
-    make_fx_trace,
-    mark_dynamic,
-    mark_unbacked,
-    mesh_groups,
-    namedtuple_class,
-    no_autocast,
-    optimizer_scalar_dtype,
-    optimizer_step_tracing,
-    preserved_rng_state,
-    rename_node,
-    reparametrize,
-    runtime_asserts,
-    storage_key,
-    tracing_as_a_compiler,
-    treespec_children,
-)
-from .parallel import (  # noqa: F401 - the door re-exports
-    DdpSettings,
-    FsdpParam,
-    FsdpUnit,
-    all_reduce_sum,
-    broadcast,
-    cast_floating,
-    collective_groups,
-    data_parallel_wrapper,
-    ddp_forward_is_the_module,
-    ddp_settings,
-    fsdp2_hooks_removed,
-    fsdp2_units,
-    fsdp_mesh_of,
-    group_name,
-    queue_end_of_backward,
-    swap_param,
-    unsharded,
-)
 from .warm import (  # noqa: F401 - the door re-exports
     WARM_IMPORTS,
     can_launch_cubins,
@@ -129,6 +61,53 @@ from .warm import (  # noqa: F401 - the door re-exports
     triton_binaries_only,
     warm_module_attrs,
 )
+
+# The capture side of the door, imported at the first use of one of its names (Note [a load
+# imports no stage] in core/__init__.py): NAME -> (module, its name there).
+_LAZY_NAMES: dict[str, tuple[str, ...]] = {
+    "realdata": (
+        "Decision", "assume_nonnegative_bounds", "fake_with_real_values", "forget_real_values",
+        "real_values",
+    ),
+    "tracing": (
+        "DimMarks", "ambient_trace", "assume", "autocast_enabled_devices",
+        "backward_op_origins", "condition_at", "condition_source", "data_dependent_errors",
+        "decided_random_draws", "dim_marks", "dtensor_from_local", "dtensor_local",
+        "dtensor_mesh", "fake_with_unbacked", "functionalize", "fused_fast_paths",
+        "guard_condition", "has_effects", "is_aten_op", "is_carried_placement",
+        "is_collective", "is_dtensor", "is_nested", "is_tensor_subclass",
+        "lowering_guard_condition", "make_fx_trace", "mark_dynamic", "mark_unbacked",
+        "mesh_groups", "namedtuple_class", "no_autocast", "optimizer_scalar_dtype",
+        "optimizer_step_tracing", "preserved_rng_state", "rename_node", "reparametrize",
+        "runtime_asserts", "storage_key", "tracing_as_a_compiler", "treespec_children",
+    ),
+    "parallel": (
+        "DdpSettings", "FsdpParam", "FsdpUnit", "all_reduce_sum", "broadcast", "cast_floating",
+        "collective_groups", "data_parallel_wrapper", "ddp_forward_is_the_module",
+        "ddp_settings", "fsdp2_hooks_removed", "fsdp2_units", "fsdp_mesh_of", "group_name",
+        "queue_end_of_backward", "swap_param", "unsharded",
+    ),
+}
+_LAZY: dict[str, tuple[str, str]] = {
+    "data_decisions": ("realdata", "decisions"),
+    "insert_data_checks": ("realdata", "insert_checks"),
+    "is_random_op": ("realdata", "is_random"),
+    "unbacked_producers": ("realdata", "producers"),
+    **{name: (module, name) for module, names in _LAZY_NAMES.items() for name in names},
+}
+
+
+def __getattr__(name: str) -> Any:
+    where = _LAZY.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{where[0]}"), where[1])
+    globals()[name] = value  # the next use is a plain global
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
 
 # One lock for everything that touches process-global compiler state: the inductor cache dir
 # environment, module reparametrization of shared example models, the RNG save/restore. torch
