@@ -7,12 +7,12 @@ usage: python benchmarks/conv_layout.py OUT [--models timm_efficientnet,timm_mob
            [--workload infer|train]
 
 Per zoo model (`real` size, inference or the training step): eager first call NCHW and
-channels_last; precompile with channels_last forced
+channels_last; precompile (precompile s) with channels_last forced
 (`torch._inductor.config.force_layout_optimization`) and as precompile_nb decides (Note
-[depthwise convolutions keep NCHW]; for the training step: as precompile_nb decides and with
-Inductor's layout optimization off, NCHW) (precompile s); each artifact's fresh-process load + first call, and
-steady state (median of 30 calls) against eager's in the same process.
-Writes OUT/conv_layout.json and OUT/conv_layout.md (also printed).
+[depthwise convolutions keep NCHW]), or for the training step as precompile_nb decides and
+with Inductor's layout optimization off (NCHW); each artifact's fresh-process load + first
+call, and steady state (median of 30 calls) against eager's in the same process.
+Writes OUT/conv_layout_WORKLOAD.json and OUT/conv_layout_WORKLOAD.md (also printed).
 """
 from __future__ import annotations
 

@@ -229,9 +229,10 @@ def _align(nbytes: int) -> int:
 # Note [Triton binaries only]
 #   Triton keeps, in each compiled kernel's cache dir, every stage of the compile: the
 #   <name>.source, .ttir, .ttgir, .llir and .ptx text beside the binary (.cubin) and its
-#   metadata (<name>.json), and a group file __grp__<name>.json naming them all. On a
-#   training step those texts are four fifths of the cache (H200, timm efficientnet_b0: 137
-#   of 145 MB, 7,818 files), and every byte of a cache is read and checksummed at load.
+#   metadata (<name>.json), and a group file __grp__<name>.json naming them all. A CNN
+#   training step's cache is mostly Triton's files (H200, timm efficientnet_b0: 137 of 145 MB,
+#   7,818 files, its largest each kernel's .llir and .ptx at 150-290 KB), and every byte of a
+#   cache is read and checksummed at load.
 #   Nothing at load reads them: the warm path launches the cubin, and Triton itself, on the
 #   compile path, takes a cache hit from the group file (every file it names must exist) and
 #   builds its CompiledKernel from the metadata and the binary (Triton 3.x; the other stages
