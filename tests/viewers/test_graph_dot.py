@@ -143,4 +143,7 @@ def test_render_svg_lays_out_the_recorded_graph(report_eager):
     view = graph_view(report_eager["graph"]["nodes"])
     assert view.svg.startswith("<svg") and "</svg>" in view.svg
     assert view.svg.count('class="node"') == len(report_eager["graph"]["nodes"])
-    assert view.layout_seconds is not None and view.layout_seconds > 0
+    # dot ran, and the viewer says so: the layout's time is recorded and shown
+    assert isinstance(view.layout_seconds, float)
+    from precompile_nb.viewers._common import graph_block
+    assert "laid out by dot in" in graph_block(view, "g", node_budget=1000)
