@@ -2,9 +2,11 @@
 (issue 28: warm load + first call <= 1.1x eager's first call in a fresh process).
 
 usage: python benchmarks/warm_first_call.py [--device cpu|cuda] [--models a,b] [--size tiny|real]
+                                            [--workload infer|train]
                                             [--repeats N] [--out DIR] [--timeout S] [--reuse]
 
-Models are the zoo's (`benchmarks/zoo/models.py`), inference (`infer`) under no_grad; default
+Models are the zoo's (`benchmarks/zoo/models.py`), inference (`infer`) under no_grad or, with
+`--workload train`, the training step (forward, loss, backward); default
 timm_mobilenetv3 and timm_efficientnet. Per model, each in a fresh process with empty compiler
 caches (a new TORCHINDUCTOR_CACHE_DIR, TRITON_CACHE_DIR and TMPDIR):
 
@@ -52,8 +54,10 @@ else:
     torch.set_num_threads(1)
 from zoo import models
 spec = models.build({model!r}, {size!r}, DEVICE)
-spec.model.eval()
-fn, args = spec.fns["infer"], (spec.model, *spec.args["infer"])
+W = {workload!r}
+spec.model.train() if W == "train" else spec.model.eval()
+fn, args = spec.fns[W], (spec.model, *spec.args[W])
+grad = torch.enable_grad if W == "train" else torch.no_grad
 WORK = {work!r}
 
 def sync():
@@ -62,7 +66,7 @@ def sync():
 
 def timed(f):
     t = time.perf_counter()
-    with torch.no_grad():
+    with grad():
         out = f(*args)
     sync()
     return time.perf_counter() - t, out
@@ -71,7 +75,7 @@ def timed(f):
 _COLD = _PRELUDE + r"""
 from precompile_nb import precompile
 t = time.perf_counter()
-with torch.no_grad():
+with grad():
     code, cache = precompile(fn, *args)
 s = time.perf_counter() - t
 open(WORK + "/nb.py", "w").write(code); open(WORK + "/nb.cache", "wb").write(cache)
@@ -126,7 +130,7 @@ total = time.perf_counter() - t
 if prof:
     prof.disable()
 second, _ = timed(f)
-with torch.no_grad():
+with grad():
     ref = fn(*args)
 st = f.__precompile_load__
 res = {{"import_s": t_import, "load_s": t_load - t_import, "first_call_s": first,
@@ -171,7 +175,7 @@ def child(template: str, model: str, work: str, args: argparse.Namespace,
         prelude_end = template.index("\n", template.index("WORK = ")) + 1
         src = template[:prelude_end] + _TOP + template[prelude_end:]
         src = src.format(root=ROOT, bench=HERE, device=args.device, model=model,
-                         size=args.size, work=work, profile=profile,
+                         size=args.size, work=work, profile=profile, workload=args.workload,
                          no_bytecode=no_bytecode)
         try:
             r = subprocess.run([sys.executable, "-c", src], env=env, capture_output=True,
@@ -278,6 +282,8 @@ def main() -> None:
     ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     ap.add_argument("--models", default="timm_mobilenetv3,timm_efficientnet")
     ap.add_argument("--size", default=None, help="tiny (CPU default) or real (CUDA default)")
+    ap.add_argument("--workload", default="infer", choices=("infer", "train"),
+                    help="the zoo workload: inference under no_grad, or the training step")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--timeout", type=float, default=600)
     ap.add_argument("--out", default=None)
@@ -294,7 +300,7 @@ def main() -> None:
             os.makedirs(work, exist_ok=True)
             results[model] = measure(model, work, args)
     text = (f"# warm load + first call vs eager's first call ({args.device}, {args.size}, "
-            f"{time.perf_counter() - t0:.0f} s)\n\n"
+            f"{args.workload}, {time.perf_counter() - t0:.0f} s)\n\n"
             + "\n".join(report_model(m, r) for m, r in results.items()))
     if args.out:
         os.makedirs(args.out, exist_ok=True)
