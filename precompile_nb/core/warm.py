@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import hashlib
 import json
 import keyword
@@ -382,21 +383,35 @@ def _malformed_launch(rec: dict[str, Any]) -> str | None:
                                         enumerate("xyz"))]
     for line in lines:
         target, eq, expr = str(line).partition(" = ")
-        try:
-            tree = ast.parse(expr, mode="eval")
-        except SyntaxError:
-            return f"grid line {line!r} does not parse"
+        names = _grid_expr_names(expr)
+        if isinstance(names, str):
+            return f"grid line {line!r} {names}"
         if not eq or not target.isidentifier() or target in _LAUNCHER_NAMES - {
-                "grid_0", "grid_1", "grid_2"} or any(
-                not isinstance(n, _GRID_NODES)
-                or (isinstance(n, ast.Name) and n.id not in known | {"max"})
-                or (isinstance(n, ast.Call) and not (isinstance(n.func, ast.Name)
-                                                     and n.func.id == "max"))
-                or (isinstance(n, ast.Constant) and type(n.value) is not int)
-                for n in ast.walk(tree)):
+                "grid_0", "grid_1", "grid_2"} or not names <= known | {"max"}:
             return f"grid line {line!r} is not arithmetic on the arguments"
         known.add(target)
     return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _grid_expr_names(expr: str) -> frozenset[str] | str:
+    """The names one grid expression reads, or what is wrong with it: it must be plain
+    integer arithmetic (and max). Parsed once per process: the same expression in another
+    kernel, or in a second load, costs a lookup."""
+    try:
+        tree = ast.parse(expr, mode="eval")
+    except SyntaxError:
+        return "does not parse"
+    names = set()
+    for n in ast.walk(tree):
+        if (not isinstance(n, _GRID_NODES)
+                or (isinstance(n, ast.Call) and not (isinstance(n.func, ast.Name)
+                                                     and n.func.id == "max"))
+                or (isinstance(n, ast.Constant) and type(n.value) is not int)):
+            return "is not arithmetic on the arguments"
+        if isinstance(n, ast.Name):
+            names.add(n.id)
+    return frozenset(names)
 
 
 # what the generated launcher itself binds (`launcher`): no argument may shadow them
