@@ -91,11 +91,6 @@ class PrecompileError(RuntimeError):
 #   (precompile_nb/runtime/convention.py re-exports them). Changing a schema changes the
 #   artifact format: see Note [artifact version] in convention.py.
 
-def _pc_record(cls):
-    """A frozen, slotted record made by hand (Note [convention records made by hand])."""
-    return _pc_light_record(cls)
-
-
 # Note [convention records made by hand]
 #   dataclasses builds each class's __init__, __repr__, __eq__, __hash__, __setattr__ and
 #   __delattr__ by compiling generated source: for the 24 records that is ~140 compiles, 40-85
@@ -106,7 +101,8 @@ def _pc_record(cls):
 #   copied and pickled field by field; one shared __init__ and nothing compiled. What
 #   dataclasses.replace and fields did is `rec._replace(**changes)` and `cls._pc_fields`.
 
-def _pc_light_record(cls):
+def _pc_record(cls):
+    """A frozen, slotted record made by hand (Note [convention records made by hand])."""
     names = tuple(cls.__dict__.get("__annotations__") or getattr(cls, "__annotations__", {}))
     defaults = {}
     for n in names:
