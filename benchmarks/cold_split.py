@@ -2,16 +2,22 @@
 timing the same Inductor functions in both (no profiler: cProfile and Python 3.12's
 sys.monitoring users disagree). One fresh process per (case, tool), empty compiler caches.
 
-usage: python benchmarks/cold_split.py [--zoo MODEL:WORKLOAD:SIZE,...] [--device cuda|cpu]
-                                       [--out DIR]
+usage: python benchmarks/cold_split.py [--zoo MODEL:WORKLOAD:SIZE,...]
+                                       [--workloads NAME,...] [--tools nb,tc,...]
+                                       [--device cuda|cpu] [--out DIR]
+
+--workloads names benchmark workloads (benchmarks/workloads.py, and warm_load.py's gpt_step)
+instead of zoo cases. A tool name with `+nopool` runs with TORCH_WARM_POOL=0: Inductor's
+compile workers are not started ahead of the first kernel (Note [compile workers start with
+the capture]), for precompile_nb as for torch.compile.
 
 Columns (seconds, inclusive, summed over every call; they nest): total (precompile, or
 torch.compile's compile + first call), capture (precompile_nb's make_fx of fn), functionalize
 (its re-trace), graphs (Inductor graphs compiled), lowering (GraphLowering.run), scheduler
 (Scheduler.__init__: fusion, ordering), codegen (GraphLowering.codegen), module
 (compile_to_module less codegen: writing and loading the module, waiting for kernel
-compiles), autotune (CachingAutotuner.benchmark_all_configs), kernels (Triton / C++ kernels
-in the generated code).
+compiles), autotune (CachingAutotuner.benchmark_all_configs; the json's n.configs counts the
+configurations it benchmarked), kernels (Triton / C++ kernels in the generated code).
 """
 from __future__ import annotations
 
@@ -28,11 +34,22 @@ sys.path.insert(0, HERE)
 from cold_profile import PRELUDE  # noqa: E402 (the children's common start)
 
 _CHILD = PRELUDE + r"""
-from zoo import models
-model, kind, size = {case!r}.split(":")
-spec = models.build(model, size, {device!r})
-spec.model.train() if kind == "train" else spec.model.eval()
-fn, args = spec.fns[kind], (spec.model, *spec.args[kind])
+case = {case!r}
+if case.count(":") == 2:
+    from zoo import models
+    model, kind, size = case.split(":")
+    spec = models.build(model, size, {device!r})
+    spec.model.train() if kind == "train" else spec.model.eval()
+    fn, args = spec.fns[kind], (spec.model, *spec.args[kind])
+elif case == "gpt_step":
+    os.environ["WARM_LOAD_DEVICE"] = {device!r}
+    import warm_load
+    fn, args, inference = warm_load._gpt_step()
+    kind = "infer" if inference else "train"
+else:
+    from workloads import build as build_workload
+    w = build_workload(case, {device!r})
+    fn, args, kind = w.fn, w.args, "infer" if w.inference else "train"
 T, N = {{}}, {{}}
 def timed(owner, name, key):
     orig = getattr(owner, name)
@@ -51,7 +68,12 @@ timed(g.GraphLowering, "codegen", "codegen")
 timed(g.GraphLowering, "compile_to_module", "module_all")
 timed(s.Scheduler, "__init__", "scheduler")
 timed(th.CachingAutotuner, "benchmark_all_configs", "autotune")
-if {tool!r} == "nb":
+_bench = th.CachingAutotuner.benchmark_all_configs
+def counted(self, *a, **k):  # how many configurations the autotuner benchmarked
+    N["configs"] = N.get("configs", 0) + len(getattr(self, "launchers", None) or ())
+    return _bench(self, *a, **k)
+th.CachingAutotuner.benchmark_all_configs = counted
+if {tool!r}.startswith("nb"):
     from precompile_nb.core import _compat  # lower looks these up on _compat at each call
     timed(_compat, "functionalize", "functionalize")
     timed(_compat, "autotune_now", "autotune_now")
@@ -59,7 +81,7 @@ sync = torch.cuda.synchronize if {device!r} == "cuda" else (lambda: None)
 ctx = torch.no_grad() if kind != "train" else torch.enable_grad()
 t0 = time.perf_counter()
 with ctx:
-    if {tool!r} == "nb":
+    if {tool!r}.startswith("nb"):
         from precompile_nb.core import build
         art = build(fn, *args)
         code = art.python_code; stages = dict(art.stage_seconds)
@@ -78,6 +100,8 @@ def run(case: str, tool: str, device: str) -> dict:
         env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=os.path.join(tmp, "inductor"),
                    TRITON_CACHE_DIR=os.path.join(tmp, "triton"), TMPDIR=tmp, OMP_NUM_THREADS="1")
         env.pop("PYTHONPATH", None)
+        if tool.endswith("+nopool"):
+            env["TORCH_WARM_POOL"] = "0"
         src = _CHILD.format(root=ROOT, bench=HERE, case=case, tool=tool, device=device)
         r = subprocess.run([sys.executable, "-c", src], env=env, capture_output=True, text=True,
                            timeout=1800)
@@ -89,26 +113,44 @@ def run(case: str, tool: str, device: str) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--zoo", default="tv_resnet18:train:real")
+    ap.add_argument("--workloads", default=None,
+                    help="benchmark workloads (e.g. gpt_step,transformer_train) instead of --zoo")
     ap.add_argument("--device", default="cuda", choices=("cpu", "cuda"))
     ap.add_argument("--tools", default="nb,tc")
+    ap.add_argument("--repeats", type=int, default=1,
+                    help="rounds; each round runs every tool once, in turn")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     cols = ("capture", "functionalize", "lowering", "scheduler", "codegen", "module",
             "autotune")
-    lines = ["| case | tool | total s | " + " | ".join(cols) + " | graphs | kernels |",
-             "| --- | --- | ---: |" + " ---: |" * (len(cols) + 2)]
-    rows = {}
-    for case in args.zoo.split(","):
-        for tool in args.tools.split(","):
-            r = rows[f"{case}:{tool}"] = run(case, tool, args.device)
-            if "error" in r:
-                lines.append(f"| {case} | {tool} | error: {r['error'][-300:]!r} |")
-            else:
-                t = dict(r["t"], capture=r["stages"].get("capture", 0.0))
-                lines.append(f"| {case} | {tool} | {r['total']:.1f} | "
-                             + " | ".join(f"{t.get(c, 0.0):.1f}" for c in cols)
-                             + f" | {r['n'].get('lowering', 0)} | {r['kernels'] or ''} |")
-            print(lines[-1], flush=True)
+    lines = ["| case | tool | round | total s | " + " | ".join(cols) + " | graphs | kernels |",
+             "| --- | --- | ---: | ---: |" + " ---: |" * (len(cols) + 2)]
+    rows: dict = {}
+    tools = args.tools.split(",")
+    cases = (args.workloads or args.zoo).split(",")
+    for case in cases:
+        for k in range(args.repeats):
+            for tool in tools:
+                r = run(case, tool, args.device)
+                rows.setdefault(f"{case}:{tool}", []).append(r)
+                if "error" in r:
+                    lines.append(f"| {case} | {tool} | {k + 1} | error: "
+                                 f"{r['error'][-300:]!r} |")
+                else:
+                    t = dict(r["t"], capture=r["stages"].get("capture", 0.0))
+                    lines.append(f"| {case} | {tool} | {k + 1} | {r['total']:.1f} | "
+                                 + " | ".join(f"{t.get(c, 0.0):.1f}" for c in cols)
+                                 + f" | {r['n'].get('lowering', 0)} | {r['kernels'] or ''} |")
+                print(lines[-1], flush=True)
+    lines += ["", "Total / torch.compile's (min of the rounds each):", "",
+              "| case | " + " | ".join(t for t in tools if t != "tc") + " |",
+              "| --- |" + " ---: |" * sum(t != "tc" for t in tools)]
+    for case in cases:
+        best = {t: min((r["total"] for r in rows.get(f"{case}:{t}", []) if "error" not in r),
+                       default=None) for t in tools}
+        lines.append(f"| {case} | " + " | ".join(
+            f"{best[t] / best['tc']:.2f}" if best.get(t) and best.get("tc") else "-"
+            for t in tools if t != "tc") + " |")
     if args.out:
         os.makedirs(args.out, exist_ok=True)
         json.dump(rows, open(os.path.join(args.out, "cold_split.json"), "w"), indent=1)

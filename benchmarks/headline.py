@@ -98,10 +98,34 @@ def gpu_rows() -> list[tuple[str, str, str]]:
         ("GPT step, fresh process: torch.compile warm start + first step", _s(med["tc_warm"]),
          src),
         ("GPT step, fresh process: eager's own first step", _s(med["eager"]), src),
-        ("GPT step, cold: precompile_nb precompile (autotuning every kernel)",
+        ("GPT step, cold, in that run: precompile_nb precompile (autotuning every kernel)",
          _s(med["nb_cold"]), src),
-        ("GPT step, cold: torch.compile compile + first step", _s(med["tc_cold"]), src),
-    ]
+        ("GPT step, cold, in that run: torch.compile compile + first step", _s(med["tc_cold"]),
+         src),
+    ] + cold_rows()
+
+
+_COLD_NAMES = {"gpt_step": "GPT step", "transformer_train": "transformer training step",
+               "cnn_bn_train": "CNN + BatchNorm training step"}
+
+
+def cold_rows() -> list[tuple[str, str, str]]:
+    """Cold precompile / torch.compile's compile + first call, per workload and round
+    (benchmarks/cold_split.py, fresh processes one at a time)."""
+    rounds = sorted((RESULTS / "h200_round5").glob("cold_split_round*.json"))
+    out = []
+    for name, label in _COLD_NAMES.items():
+        ratios = []
+        for f in rounds:
+            rows = json.loads(f.read_text())
+            nb, tc = rows.get(f"{name}:nb"), rows.get(f"{name}:tc")
+            if nb and tc and "error" not in nb[0] and "error" not in tc[0]:
+                ratios.append(f"{nb[0]['total'] / tc[0]['total']:.2f}")
+        if ratios:
+            out.append((f"{label}, cold: precompile / torch.compile compile + first call, "
+                        "by round", ", ".join(ratios),
+                        "benchmarks/results/h200_round5/cold_split_round*.json"))
+    return out
 
 
 def render() -> str:
@@ -126,7 +150,7 @@ def render() -> str:
     lines += [f"| {a} | {b} | `{c}` |" for a, b, c in cpu]
     lines += [
         "",
-        "## CUDA (one H200, torch 2.11, a GPT-style training step, medians)",
+        "## CUDA (one H200, torch 2.11; warm starts: medians of a GPT-style training step)",
         "",
         "| measurement | value | from |",
         "| --- | --- | --- |",

@@ -118,6 +118,8 @@ def build(fn: Callable, *example_inputs: Any, backend: str = "inductor",
     from .emit import emit
     from .lower import lower
 
+    if backend == "inductor" and _on_gpu(example_inputs):
+        _compat.start_compile_workers()  # Note [compile workers start with the capture]
     with _compat.GLOBAL_LOCK:
         captured = stage("capture", lambda: capture(fn, example_inputs,
                                                     decompositions=decompositions,
@@ -129,6 +131,19 @@ def build(fn: Callable, *example_inputs: Any, backend: str = "inductor",
         (bytecode_file(python_code),) if backend == "inductor" else ())))
     return Artifact(python_code=python_code, cache=cache, captured=captured, lowered=lowered,
                     stage_seconds=tuple(times))
+
+
+def _on_gpu(example_inputs: tuple) -> bool:
+    """Whether an example tensor, or a parameter or buffer of an example module, is on a
+    CUDA device (a glance at the top level and each module's first tensor, not a walk)."""
+    import torch
+
+    for x in example_inputs:
+        if isinstance(x, torch.nn.Module):
+            x = next(iter(x.parameters()), next(iter(x.buffers()), None))
+        if isinstance(x, torch.Tensor) and x.device.type == "cuda":
+            return True
+    return False
 
 
 def _stage_failed(fn: Callable, stage: str, e: Exception) -> PrecompileError:

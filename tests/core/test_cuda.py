@@ -12,7 +12,7 @@ from precompile_nb.core import build
 from precompile_nb.core.cache import read_tag
 from precompile_nb.tools.report import report_data
 from tests.core.models import assert_sgd_matches_eager, bn_mlp, mlp, train_step
-from tests.core.test_inductor import fresh_load
+from tests.core.test_inductor import compile_pool_at_capture, fresh_load
 
 pytestmark = pytest.mark.cuda
 
@@ -54,6 +54,14 @@ def test_cuda_fresh_process_warm_load_compiles_nothing(cuda_art, tmp_path):
     assert cold["match"] and cold["new_triton_files"] > 0, cold
     print(f"cuda fresh-process load+first call: warm {warm['seconds']:.2f}s, "
           f"cold {cold['seconds']:.2f}s")
+
+
+def test_cuda_precompile_starts_the_compile_workers_before_the_capture(tmp_path):
+    """Note [compile workers start with the capture]: the Triton compile pool is starting
+    while fn is traced, so kernels do not compile one by one in this process while it
+    starts (what torch.compile does too; the cold time is in benchmarks/cold_split.py)."""
+    seen = compile_pool_at_capture("cuda", tmp_path)
+    assert seen == {"pool": True, "match": True}, seen
 
 
 def test_cuda_layout_mismatch_is_a_precompile_error(cuda_art):

@@ -233,3 +233,38 @@ def test_precompile_from_two_threads_with_inductor():
     assert not errors
     for i in range(2):
         torch.testing.assert_close(out[i](xs[i]), (xs[i] + i).relu())
+
+
+def compile_pool_at_capture(device: str, tmp: Path) -> dict:
+    """In a fresh process: precompile a small function on `device` and report whether
+    Inductor's Triton compile pool existed when the capture began, and the result's match."""
+    code = f"""
+        import json, torch
+        import precompile_nb.core.capture as cap
+        from torch._inductor.async_compile import AsyncCompile
+        from precompile_nb import precompile
+        seen = {{}}
+        real = cap.capture
+        def spy(*a, **k):
+            seen["pool"] = AsyncCompile.process_pool.cache_info().currsize > 0
+            return real(*a, **k)
+        cap.capture = spy
+        x = torch.randn(64, 32, device={device!r})
+        code, cache = precompile(lambda x: (x.sin() * 2).softmax(-1), x)
+        f = precompile.load(code, cache)
+        seen["match"] = bool(torch.allclose(f(x), (x.sin() * 2).softmax(-1)))
+        print(json.dumps(seen))
+    """
+    r = run_fresh(code, env={"TORCHINDUCTOR_CACHE_DIR": str(tmp / "ind"),
+                             "TORCHINDUCTOR_COMPILE_THREADS": "2", "TORCH_WARM_POOL": "1"})
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_a_cpu_precompile_starts_no_triton_compile_workers(tmp_path):
+    """Note [compile workers start with the capture]: only a GPU example starts the pool
+    (C++ kernels do not use it); where Triton is installed (the torch 2.15 leg) a CPU
+    precompile must not spawn idle worker processes."""
+    pytest.importorskip("triton")
+    seen = compile_pool_at_capture("cpu", tmp_path)
+    assert seen == {"pool": False, "match": True}, seen

@@ -41,6 +41,7 @@ from .inductor import (  # noqa: F401 - the door re-exports
     run_isa_probes_fresh,
     running_artifact,
     same_kernel_keys,
+    start_compile_workers,
     strip_inductor_main,
     triton_cache_dir,
     triton_launch_records,

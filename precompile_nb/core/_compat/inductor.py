@@ -35,6 +35,27 @@ def private_compile_cache() -> Iterator[str]:
         shutil.rmtree(parent, ignore_errors=True)
 
 
+# Note [compile workers start with the capture]
+#   Inductor compiles Triton kernels in a pool of worker processes, but only once the pool
+#   says it is ready: until then each kernel compiles in this process, one after another.
+#   Started at the first kernel, the workers (one per core, each importing torch and Triton)
+#   are ready seconds later, so the first kernels of a cold compile run serially.
+#   torch.compile starts the pool when Dynamo hands it a graph (maybe_warm_pool, 2.11-2.15),
+#   overlapping the workers' start with AOTAutograd's trace; precompile starts it before the
+#   capture, for graphs whose example lives on a GPU (on CPU Inductor compiles C++ without this
+#   pool). TORCH_WARM_POOL=0 turns it off, as for torch.compile. A pool started before
+#   private_compile_cache is sound: each job carries the compile's TORCHINDUCTOR_CACHE_DIR and
+#   TRITON_CACHE_DIR to its worker (async_compile.triton's extra_env, 2.11-2.15).
+def start_compile_workers() -> None:
+    """Start Inductor's Triton compile pool now (Note [compile workers start with the
+    capture]); a no-op where torch.compile would not start it either."""
+    try:
+        from torch._inductor.async_compile import maybe_warm_pool
+    except ImportError:  # a torch without it: the pool starts at the first kernel, as before
+        return
+    maybe_warm_pool()
+
+
 def inductor_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
                      dynamic: bool = False) -> tuple[str, torch.fx.GraphModule, Callable]:
     """AOTAutograd + Inductor on a functional graph. Returns (the generated module's source,
