@@ -116,6 +116,7 @@ class Plan:
                         row.get(f"{nxt}_status", R.NOT_RUN) == R.NOT_RUN and \
                         f"{nxt[:2]}_warm_s" not in row:
                     self._queue_warm(c, nxt)
+            self._queue_together(c)
         return done
 
     def _queue_warm(self, case: tuple[str, str], phase: str) -> None:
@@ -139,7 +140,18 @@ class Plan:
             for nxt, (prev, key) in AFTER.items():
                 if self.a.warm and prev == phase and row.get(key) == "ok":
                     self._queue_warm(case, nxt)
+            if phase in ("main", "tc"):
+                self._queue_together(case)
             self.write()
+
+    def _queue_together(self, case: tuple[str, str]) -> None:
+        """--together: once main and tc both compiled the case, its one-process steady state
+        (run.py's together phase), one at a time at the end like --alone's warm starts."""
+        row = self.rows[case]
+        if getattr(self.a, "together", False) and row.get("status") == "ok" and \
+                row.get("tc_status") == "ok" and "together_steady_nb_s" not in row and \
+                (case, "together") not in self.later:
+            self.later.append((case, "together"))
 
     def write(self) -> None:
         order = {m: i for i, m in enumerate(_registry_models())}
@@ -161,9 +173,10 @@ class Plan:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([str(REPO)] + [p for p in env.get(
             "PYTHONPATH", "").split(os.pathsep) if p])
-        sub = {"main": "nb", "tc": "tc", "nbwarm": "nbwarm", "tcwarm": "tc"}[phase]
+        sub = {"main": "nb", "tc": "tc", "nbwarm": "nbwarm", "tcwarm": "tc",
+               "together": "tc"}[phase]
         env["TORCHINDUCTOR_CACHE_DIR"] = str(self.cache_base / tag / sub)
-        if phase == "tcwarm" and self.rows[case].get("tc_cache_dir"):
+        if phase in ("tcwarm", "together") and self.rows[case].get("tc_cache_dir"):
             env["TORCHINDUCTOR_CACHE_DIR"] = self.rows[case]["tc_cache_dir"]
         return env
 
@@ -229,6 +242,10 @@ def main(argv=None) -> None:
     p.add_argument("--timeout", type=float, default=None,
                    help="seconds per phase (default: the deadline)")
     p.add_argument("--no-data-guards", dest="data_guards", action="store_false")
+    p.add_argument("--together", action="store_true",
+                   help="after both compiles, each case's steady state in one process timing "
+                        "eager, precompile_nb and torch.compile in turn (one at a time, at "
+                        "the end)")
     p.add_argument("--alone", action="store_true",
                    help="with --warm: the warm starts after every compile, one at a time, "
                         "each measuring steady state too (the table's steady columns then)")

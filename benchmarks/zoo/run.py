@@ -316,7 +316,36 @@ def phase_tcwarm(a) -> dict:
     return res
 
 
-PHASES = {"main": phase_main, "tc": phase_tc, "nbwarm": phase_nbwarm, "tcwarm": phase_tcwarm}
+def phase_together(a) -> dict:
+    """Steady state of precompile_nb's artifact and of torch.compile (warm, from the tc
+    phase's cache) in one process, their calls interleaved with eager's: no difference
+    between two processes enters the ratio. (Measured apart, eager itself ran at 5.1 and
+    8.6 ms per call in the nb and tc processes of one H200 case, so even the ratio via each
+    process's eager was off by 1.7x there.)"""
+    import torch
+    res: dict = {}
+    try:
+        m, args, fn = _setup(a)
+        r = _Runner(m, args, a.workload, a.device)
+        from precompile_nb import precompile
+        f = precompile.load((Path(a.work) / "nb.py").read_text(),
+                            (Path(a.work) / "nb.cache").read_bytes())
+        tc = torch.compile(fn, backend=a.backend)
+        for g in (f, tc):  # first calls: loads, cuDNN and cuBLAS start, outside the timing
+            with _grad_ctx(a.workload):
+                g(m, *args)
+        _sync(a.device)
+        r.reset()
+        st = r.steady({"eager": fn, "precompile": f, "tc": tc}, a.rounds)
+        res.update(together_steady_eager_s=st["eager"], together_steady_nb_s=st["precompile"],
+                   together_steady_tc_s=st["tc"])
+    except BaseException as e:  # noqa: BLE001
+        res.update({("together_" + k): v for k, v in _err(e, "together").items()})
+    return res
+
+
+PHASES = {"main": phase_main, "tc": phase_tc, "nbwarm": phase_nbwarm, "tcwarm": phase_tcwarm,
+          "together": phase_together}
 
 
 def case_main(a) -> None:
@@ -438,16 +467,41 @@ def _with_baseline_of(row: dict, earlier: dict | None, where: str) -> dict:
     return {**row, **kept, "tc_from": earlier.get("tc_from") or where}
 
 
+def is_warm_key(k: str) -> bool:
+    """A key of a row that the warm-start phases (nbwarm, tcwarm) write."""
+    return k.startswith(("nb_warm_", "tc_warm_", "nbwarm_", "tcwarm_", "warm_steady_")) or \
+        k in ("nb_warm_s", "tc_warm_s", "load_path", "load_reason")
+
+
+def _with_warm_of(row: dict, earlier: dict | None, where: str) -> dict:
+    """A row of a run without warm starts (e.g. --together) keeps the warm-start columns of
+    an earlier row of the same case, and names that row's directory in `warm_from`."""
+    if earlier is None or "nb_warm_s" in row or "nb_warm_s" not in earlier:
+        return row
+    kept = {k: v for k, v in earlier.items() if is_warm_key(k)}
+    return {**row, **kept, "warm_from": earlier.get("warm_from") or where}
+
+
 _WARM_STEADY = ("warm_steady_eager_s", "warm_steady_nb_s", "warm_steady_eager_tc_s",
                 "warm_steady_tc_s")
 
 
+_TOGETHER = ("together_steady_eager_s", "together_steady_nb_s", "together_steady_tc_s")
+
+
 def _steady_alone(r: dict) -> dict:
-    """The row with its steady columns from the warm-start processes where it has all four
-    (parallel.py --alone runs those one at a time, nothing else on the machine)."""
+    """The row with its steady columns from the best measurement it has: one process timing
+    both (parallel.py --together: steady_mode "together"), else the warm-start processes
+    where it has all four (--alone runs those one at a time, nothing else on the machine:
+    "alone")."""
+    if all(r.get(k) for k in _TOGETHER):
+        e, nb, tc = (r[k] for k in _TOGETHER)
+        return {**r, "steady_eager_s": e, "steady_nb_s": nb, "steady_eager_tc_s": e,
+                "steady_tc_s": tc, "steady_mode": "together"}
     if not all(r.get(k) for k in _WARM_STEADY):
         return r
-    return {**r, **{k.replace("warm_", ""): r[k] for k in _WARM_STEADY}, "steady_alone": True}
+    return {**r, **{k.replace("warm_", ""): r[k] for k in _WARM_STEADY},
+            "steady_mode": "alone"}
 
 
 def _status(r: dict) -> str:
@@ -485,7 +539,8 @@ def render(rows: list[dict]) -> str:
             tc_err if ("tc_rel_err" in r or "tc_status" in r) else "",
             _fmt_s(r.get("precompile_s")), _fmt_s(r.get("tc_cold_s")),
             _ratio(r.get("steady_nb_s"), r.get("steady_eager_s")),
-            "" if nb_tc is None else f"{nb_tc:.2f}x" + ("*" if r.get("steady_alone") else ""),
+            "" if nb_tc is None else f"{nb_tc:.2f}x" + {"alone": "*", "together": "†"}.get(
+                r.get("steady_mode"), ""),
             _fmt_s(r.get("nb_warm_s")), _fmt_s(r.get("tc_warm_s")),
             str(r.get("load_path") or "")]) + " |")
     n_ok = sum(r.get("status") == "ok" for r in rows)
@@ -499,7 +554,8 @@ def render(rows: list[dict]) -> str:
               f"{TOL['train']:g} train (the bound alone where torch.compile's error was not "
               "measured). steady = median per call; nb/tc is (nb/eager)/(tc/eager), each "
               "ratio measured in its own process (in the warm-start processes, run one at a "
-              "time, where a row has those: steady*). warm = fresh process load (or "
+              "time, where a row has those: steady*; in one process timing eager, "
+              "precompile_nb and torch.compile in turn: steady†). warm = fresh process load (or "
               "torch.compile) + first call."]
     return "\n".join(lines) + "\n"
 
@@ -621,14 +677,19 @@ def main(argv=None) -> None:
         p.error("--out is required")
     out = Path(a.out)
     if a.merge:
-        keyed: dict = {}  # a later dir's row replaces an earlier one of the same case
+        keyed: dict = {}  # a later dir's row replaces an earlier one of the same case (a row
+        # without torch.compile's columns or warm starts keeps the earlier row's)
         tc_dir: dict = {}  # the dir each row's torch.compile columns were measured in
+        warm_dir: dict = {}  # and its warm starts
         for d in a.merge:
             for r in json.loads((Path(d) / "results.json").read_text()):
                 key = (r["model"], r["workload"], r["backend"], r["device"], r["size"])
+                r = _with_warm_of(r, keyed.get(key), warm_dir.get(key, d))
                 keyed[key] = _with_baseline_of(r, keyed.get(key), tc_dir.get(key, d))
                 if r.get("tc_status"):
                     tc_dir[key] = r.get("tc_from") or d
+                if "nb_warm_s" in r:
+                    warm_dir[key] = r.get("warm_from") or d
         rows = list(keyed.values())
         from benchmarks.zoo.models import REGISTRY
         order = {m: i for i, m in enumerate(REGISTRY)}

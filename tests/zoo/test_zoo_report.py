@@ -42,6 +42,42 @@ def test_the_steady_columns_come_from_the_runs_alone_where_the_row_has_them():
              "warm_steady_eager_tc_s": 0.05, "warm_steady_tc_s": 0.04}
     line = R.render([alone]).splitlines()[2]
     assert "| 0.40x | 0.50x* |" in line  # (0.02/0.05) / (0.04/0.05), marked as measured alone
+    # one process timing all three wins over both: nb/tc is then the direct ratio, even
+    # where eager ran at another speed in the processes apart
+    together = {**alone, "together_steady_eager_s": 0.04, "together_steady_nb_s": 0.02,
+                "together_steady_tc_s": 0.025}
+    line = R.render([together]).splitlines()[2]
+    assert "| 0.50x | 0.80x\u2020 |" in line, line
+
+
+def test_a_row_without_warm_starts_keeps_the_earlier_rows():
+    earlier = {**_LATER, "nb_warm_s": 1.1, "tc_warm_s": 6.8, "load_path": "warm",
+               "warm_steady_nb_s": 0.02}
+    later = {**_LATER, "precompile_s": 90.0, "together_steady_nb_s": 0.02}
+    merged = R._with_warm_of(dict(later), earlier, "zoo_h200_alone3")
+    assert merged["precompile_s"] == 90.0 and merged["together_steady_nb_s"] == 0.02
+    assert merged["nb_warm_s"] == 1.1 and merged["load_path"] == "warm"
+    assert merged["warm_from"] == "zoo_h200_alone3"
+    own = {**later, "nb_warm_s": 0.9}
+    assert R._with_warm_of(dict(own), earlier, "x") == own  # its own warm start stays
+
+
+def test_a_together_run_measures_each_compiled_case_once_at_the_end(tmp_path):
+    """parallel.py --together: after main and tc of a case both compiled, its one-process
+    steady state is queued once, reading torch.compile's cache (warm)."""
+    import argparse
+
+    from benchmarks.zoo import parallel as P
+    args = argparse.Namespace(backend="inductor", device="cuda", size="real", warm=False,
+                              alone=False, together=True, compile_baseline=True, resume=None)
+    plan = P.Plan(args, [("gpt2", "infer")], tmp_path)
+    case = ("gpt2", "infer")
+    plan.done(case, "main", {"status": "ok"})
+    assert plan.later == []  # torch.compile's side has not compiled yet
+    plan.done(case, "tc", {"tc_status": "ok"})
+    assert plan.later == [(case, "together")]
+    assert plan.env(case, "together")["TORCHINDUCTOR_CACHE_DIR"] == \
+        plan.rows[case]["tc_cache_dir"]
 
 
 def test_a_resumed_run_does_the_warm_starts_the_earlier_run_left(tmp_path):
