@@ -29,3 +29,32 @@ def test_depthwise_inference_graph_keeps_nchw_but_training_and_dense_graphs_do_n
         return depthwise[0].weight.grad
 
     assert not _compat.has_depthwise_conv_and_no_backward(make_fx(step)(x))
+
+
+def test_the_users_layout_setting_reaches_inductor_for_a_training_graph(monkeypatch):
+    """docs/differences.md: a user who wants a training step's fast first call over its
+    faster steps precompiles inside config.patch(layout_optimization=False); precompile_nb
+    passes it on (and, left alone, passes Inductor's default on)."""
+    import torch._inductor.compile_fx as cf
+    from torch._inductor import config
+
+    from precompile_nb import precompile
+    seen = []
+    real = cf.compile_fx
+
+    def spy(*a, **k):
+        seen.append(config.layout_optimization)
+        return real(*a, **k)
+
+    monkeypatch.setattr(cf, "compile_fx", spy)
+    m, x = _model(groups=1), torch.randn(2, 4, 8, 8)
+
+    def step(m, x):
+        m(x).sum().backward()
+        return m[0].weight.grad
+
+    default = config.layout_optimization
+    with config.patch(layout_optimization=not default):
+        precompile(step, m, x)
+    precompile(step, m, x)
+    assert seen == [not default, default], seen
