@@ -108,7 +108,6 @@ warnings.simplefilter("ignore")
 sys.path[:0] = [{root!r}, {bench!r}]
 import torch
 torch.set_num_threads(1)
-from workloads import build
 import torch._inductor.compile_fx as cfx
 graphs = []
 _inner = cfx.compile_fx_inner
@@ -116,14 +115,24 @@ def counting_inner(*a, **k):
     graphs.append(1)
     return _inner(*a, **k)
 cfx.compile_fx_inner = counting_inner
-w = build({case!r}, {device!r})
+case = {case!r}
+if case.startswith("zoo:"):  # a zoo case, MODEL:WORKLOAD:SIZE
+    from zoo import models
+    _, model, kind, size = case.split(":")
+    spec = models.build(model, size, {device!r})
+    spec.model.train() if kind == "train" else spec.model.eval()
+    fn, args, inference = spec.fns[kind], (spec.model, *spec.args[kind]), kind != "train"
+else:
+    from workloads import build
+    w = build(case, {device!r})
+    fn, args, inference = w.fn, w.args, w.inference
 t0 = time.perf_counter()
-with torch.no_grad() if w.inference else torch.enable_grad():
+with torch.no_grad() if inference else torch.enable_grad():
     if {system!r} == "ref":
-        code, cache = torch.compiler.precompile(w.fn, *w.args)
+        code, cache = torch.compiler.precompile(fn, *args)
     else:
         from precompile_nb import precompile
-        code, cache = precompile(w.fn, *w.args)
+        code, cache = precompile(fn, *args)
 print(json.dumps({{"wall_s": time.perf_counter() - t0, "torch": torch.__version__,
                   "kernels": code.count("cpp_pybinding(") + code.count("async_compile.triton("),
                   "graphs": len(graphs), "cache_bytes": len(cache or b"")}}))
