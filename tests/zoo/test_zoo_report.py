@@ -76,6 +76,8 @@ def test_a_together_run_measures_each_compiled_case_once_at_the_end(tmp_path):
     assert plan.later == []  # torch.compile's side has not compiled yet
     plan.done(case, "tc", {"tc_status": "ok"})
     assert plan.later == [(case, "together")]
+    plan.done(case, "tc", {"tc_status": "ok"})  # a phase reported again queues nothing more
+    assert plan.later == [(case, "together")]
     assert plan.env(case, "together")["TORCHINDUCTOR_CACHE_DIR"] == \
         plan.rows[case]["tc_cache_dir"]
 
