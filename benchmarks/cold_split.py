@@ -17,7 +17,9 @@ torch.compile's compile + first call), capture (precompile_nb's make_fx of fn), 
 (Scheduler.__init__: fusion, ordering), codegen (GraphLowering.codegen), module
 (compile_to_module less codegen: writing and loading the module, waiting for kernel
 compiles), autotune (CachingAutotuner.benchmark_all_configs; the json's n.configs counts the
-configurations it benchmarked), kernels (Triton / C++ kernels in the generated code).
+configurations it benchmarked, n.kernels_to_pool / n.kernels_in_process how many kernel compiles
+went to Inductor's compile workers or ran in this process while they were not ready), kernels
+(Triton / C++ kernels in the generated code).
 """
 from __future__ import annotations
 
@@ -73,6 +75,14 @@ def counted(self, *a, **k):  # how many configurations the autotuner benchmarked
     N["configs"] = N.get("configs", 0) + len(getattr(self, "launchers", None) or ())
     return _bench(self, *a, **k)
 th.CachingAutotuner.benchmark_all_configs = counted
+from torch._inductor.async_compile import AsyncCompile
+_use_pool = AsyncCompile.use_process_pool.__func__
+def pool_or_here(cls):  # per kernel: sent to the compile workers, or compiled in this process
+    sent = _use_pool(cls)
+    key = "kernels_to_pool" if sent else "kernels_in_process"
+    N[key] = N.get(key, 0) + 1
+    return sent
+AsyncCompile.use_process_pool = classmethod(pool_or_here)
 if {tool!r}.startswith("nb"):
     from precompile_nb.core import _compat  # lower looks these up on _compat at each call
     timed(_compat, "functionalize", "functionalize")
