@@ -14,6 +14,7 @@ from IPython.core.interactiveshell import InteractiveShell
 
 from precompile_nb import PrecompileError, precompile
 from precompile_nb.magics import PrecompileMagics, PrecompileResult
+from tests.core.test_profile import kernel_work
 
 SETUP = """
 import torch
@@ -467,13 +468,18 @@ def test_profile_option_shows_the_report_once_with_a_profile_tab(ip, shown):
     r = ip.user_ns["r"]
     profile = r.report["profile"]
     modules = {m["module"]: m for m in profile["modules"]}
-    assert modules["model.0"]["forward_seconds"] > 0 and modules["model.2"]["forward_seconds"] > 0
-    assert any(m["backward_seconds"] > 0 for m in profile["modules"])
+    assert profile["steps"] == 2
+    work = kernel_work(profile["kernels"], r.report["graph"]["nodes"])
+    assert {("model.0", "forward"), ("model.2", "forward")} <= work, work
+    assert {m for m, part in work if part == "backward"}, work
     assert modules["(unattributed)"] == profile["modules"][-1]
-    assert modules["(unattributed)"]["seconds"] >= 0  # never negative, on a busy machine too
+    attributed = sum(m["seconds"] for m in profile["modules"][:-1])
+    # what is left of the step, or nothing: never negative, on a busy machine too
+    assert modules["(unattributed)"]["seconds"] == pytest.approx(
+        max(0.0, profile["step_seconds"] - attributed))
     assert sum(m["seconds"] for m in profile["modules"]) == pytest.approx(max(
-        profile["step_seconds"], sum(m["seconds"] for m in profile["modules"][:-1])))
-    assert modules["model.0"]["eager_forward_seconds"] > 0  # beside the eager forward
+        profile["step_seconds"], attributed))
+    assert modules["model.0"]["eager_forward_seconds"] is not None  # beside the eager forward
     reports = [b for b in shown if "Invariants</label>" in b.get("text/html", "")]
     assert len(reports) == 1  # shown once, after profiling
     html_out = reports[0]["text/html"]

@@ -34,11 +34,6 @@ def _timelike_parts(node: ast.AST) -> list[str]:
     return found
 
 
-def _is_zero(node: ast.AST) -> bool:
-    return isinstance(node, ast.Constant) and not isinstance(node.value, bool) \
-        and node.value == 0
-
-
 def _is_set(node: ast.AST) -> bool:
     """`set(...) <= other` is a subset test, not an ordering of numbers."""
     return isinstance(node, (ast.Set, ast.SetComp)) or (
@@ -47,15 +42,16 @@ def _is_set(node: ast.AST) -> bool:
 
 
 def _bounds_a_time(cmp: ast.Compare) -> bool:
-    """An ordering of a time-like value against anything but 0 (`took > 0` says a time was
-    measured, not how long it may be). A hang guard (a `deadline` or `timeout` in a polling
-    loop) is no bound on the code's speed."""
+    """An ordering of a time-like value against anything, 0 included: `took > 0` asserts
+    that a clock moved, which says nothing of the work done (assert the calls, nodes or
+    files instead). A hang guard (a `deadline` or `timeout` in a polling loop) is no bound
+    on the code's speed."""
     if any(re.search(r"deadline|timeout", p, re.IGNORECASE) for p in _timelike_parts(cmp)
            + [ast.unparse(cmp)]):
         return False
     sides = [cmp.left, *cmp.comparators]
     for (a, b), op in zip(zip(sides, sides[1:]), cmp.ops):
-        if isinstance(op, ORDERING) and not any(_is_zero(x) or _is_set(x) for x in (a, b)) \
+        if isinstance(op, ORDERING) and not any(_is_set(x) for x in (a, b)) \
                 and (_timelike_parts(a) or _timelike_parts(b)):
             return True
     return False
@@ -82,17 +78,23 @@ def test_no_test_asserts_a_wall_clock_bound():
                       "in benchmarks/):\n" + "\n".join(hits))
 
 
-# The checker's own test inputs are data (they are not assertions of this suite)
+# The checker's own test inputs are data (they are not assertions of this suite), written
+# with ASSERT for the keyword
 EXAMPLES = json.loads((TESTS / "wall_clock_examples.json").read_text("utf-8"))
 
 
+def _source(template: str) -> str:
+    return template.replace("ASSERT ", "assert ")
+
+
 def test_the_check_finds_the_usual_ways_to_bound_a_time():
-    assert len(EXAMPLES["flagged"]) >= 7
-    for src in EXAMPLES["flagged"]:
+    assert len(EXAMPLES["flagged"]) >= 10
+    for src in map(_source, EXAMPLES["flagged"]):
         assert wall_clock_asserts(src), src
 
 
 def test_the_check_lets_counts_and_equalities_through():
-    assert len(EXAMPLES["let_through"]) >= 10
+    assert len(EXAMPLES["let_through"]) >= 9
     for ex in EXAMPLES["let_through"]:
-        assert not wall_clock_asserts(ex["source"]), f"{ex['source']} ({ex['why']})"
+        src = _source(ex["source"])
+        assert not wall_clock_asserts(src), f"{src} ({ex['why']})"
