@@ -25,7 +25,7 @@ import dataclasses
 import difflib
 import inspect
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import _compat
@@ -118,7 +118,7 @@ def build(fn: Callable, *example_inputs: Any, backend: str = "inductor",
     from .emit import emit
     from .lower import lower
 
-    if backend == "inductor" and _on_gpu(example_inputs):
+    if backend == "inductor" and on_cuda(example_inputs):
         _compat.start_compile_workers()  # Note [compile workers start with the capture]
     with _compat.GLOBAL_LOCK:
         captured = stage("capture", lambda: capture(fn, example_inputs,
@@ -133,15 +133,16 @@ def build(fn: Callable, *example_inputs: Any, backend: str = "inductor",
                     stage_seconds=tuple(times))
 
 
-def _on_gpu(example_inputs: tuple) -> bool:
-    """Whether an example tensor, or a parameter or buffer of an example module, is on a
-    CUDA device (a glance at the top level and each module's first tensor, not a walk)."""
+def on_cuda(inputs: Sequence[Any]) -> bool:
+    """Whether a tensor among `inputs`, or a parameter or buffer of a module among them, is
+    on a CUDA device (the top level only: what precompile and the profiler decide on)."""
     import torch
 
-    for x in example_inputs:
-        if isinstance(x, torch.nn.Module):
-            x = next(iter(x.parameters()), next(iter(x.buffers()), None))
-        if isinstance(x, torch.Tensor) and x.device.type == "cuda":
+    for v in inputs:
+        if isinstance(v, torch.Tensor) and v.is_cuda:
+            return True
+        if isinstance(v, torch.nn.Module) and (any(t.is_cuda for t in v.parameters())
+                                               or any(t.is_cuda for t in v.buffers())):
             return True
     return False
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from ..core import on_cuda
 from ..core.errors import PrecompileError
 from .profile_eager import _profile_eager
 from .timing import (
@@ -28,7 +29,6 @@ from .timing import (
     _STEP_RANGE,
     _gpu_by_owner,
     _gpu_seconds,
-    _on_cuda,
     _per_step,
     _profiled,
     _wall_seconds,
@@ -167,7 +167,7 @@ def profile_artifact(fn: Callable[..., Any], report: Mapping[str, Any], inputs: 
             where=type(fn).__name__, expected="the callable precompile.load returned",
             actual=repr(fn)[:200], hint="profile the PrecompileResult (result.profile(...)) "
                                         "or precompile.load(python_code, cache)")
-    cuda = _on_cuda(inputs)
+    cuda = on_cuda(inputs)
     kernels = list(report.get("kernels") or [])
     if report.get("backend") == "eager":
         kernels = _eager_kernels(report)

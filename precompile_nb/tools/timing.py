@@ -17,14 +17,6 @@ _MODULE_RANGE = "pcnb.module#"
 _STEP_RANGE = "pcnb.step"
 
 
-def _on_cuda(inputs: Sequence[Any]) -> bool:
-    for v in inputs:
-        if isinstance(v, torch.Tensor) and v.is_cuda:
-            return True
-        if isinstance(v, torch.nn.Module):
-            if any(t.is_cuda for t in v.parameters()) or any(t.is_cuda for t in v.buffers()):
-                return True
-    return False
 
 
 def _sync(cuda: bool) -> None:

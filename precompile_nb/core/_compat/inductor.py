@@ -53,7 +53,10 @@ def start_compile_workers() -> None:
         from torch._inductor.async_compile import maybe_warm_pool
     except ImportError:  # a torch without it: the pool starts at the first kernel, as before
         return
-    maybe_warm_pool()
+    try:
+        maybe_warm_pool()
+    except Exception:  # noqa: BLE001 - only a head start: the lower stage starts the pool
+        pass  # itself at its first kernel, and reports a failure there as a PrecompileError
 
 
 def inductor_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
