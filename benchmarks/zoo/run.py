@@ -35,6 +35,7 @@ import subprocess
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -461,10 +462,18 @@ def _with_baseline_of(row: dict, earlier: dict | None, where: str) -> dict:
     """A row of a run with --no-compile-baseline keeps the torch.compile columns of an
     earlier row of the same case that has them (same machine and software: the caller's
     to say), and names that row's directory in `tc_from`."""
-    if earlier is None or row.get("tc_status") or not earlier.get("tc_status"):
+    return _keep_earlier(row, earlier, where, lambda r: bool(r.get("tc_status")),
+                         is_baseline_key, "tc_from")
+
+
+def _keep_earlier(row: dict, earlier: dict | None, where: str, measured: Callable[[dict], bool],
+                  is_key: Callable[[str], bool], from_key: str) -> dict:
+    """`row` with the columns (`is_key`) of `earlier` where `row` did not measure them and
+    `earlier` did, and the directory they come from in `from_key`."""
+    if earlier is None or measured(row) or not measured(earlier):
         return row
-    kept = {k: v for k, v in earlier.items() if is_baseline_key(k)}
-    return {**row, **kept, "tc_from": earlier.get("tc_from") or where}
+    kept = {k: v for k, v in earlier.items() if is_key(k)}
+    return {**row, **kept, from_key: earlier.get(from_key) or where}
 
 
 def is_warm_key(k: str) -> bool:
@@ -476,10 +485,8 @@ def is_warm_key(k: str) -> bool:
 def _with_warm_of(row: dict, earlier: dict | None, where: str) -> dict:
     """A row of a run without warm starts (e.g. --together) keeps the warm-start columns of
     an earlier row of the same case, and names that row's directory in `warm_from`."""
-    if earlier is None or "nb_warm_s" in row or "nb_warm_s" not in earlier:
-        return row
-    kept = {k: v for k, v in earlier.items() if is_warm_key(k)}
-    return {**row, **kept, "warm_from": earlier.get("warm_from") or where}
+    return _keep_earlier(row, earlier, where, lambda r: "nb_warm_s" in r, is_warm_key,
+                         "warm_from")
 
 
 _WARM_STEADY = ("warm_steady_eager_s", "warm_steady_nb_s", "warm_steady_eager_tc_s",
