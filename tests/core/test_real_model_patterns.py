@@ -4,6 +4,7 @@ in plain attributes, containers registered with torch's pytree, and the user's o
 from __future__ import annotations
 
 import collections
+import threading
 
 import pytest
 import torch
@@ -32,6 +33,40 @@ def test_libraries_see_a_compiler_while_capture_traces_and_eager_code_does_not()
     assert torch.equal(f(x), x * 2)  # the path kept for compilers was captured
     assert not torch.compiler.is_compiling() and not torch.compiler.is_exporting()
     assert torch.equal(fn(x), x * 3)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_a_thread_beside_a_capture_runs_eager_code_as_eager():
+    """While one thread captures, another thread's eager code sees no compiler and takes its
+    eager path: the flags a capture raises belong to the tracing thread."""
+    inside, release = threading.Event(), threading.Event()
+    seen = {}
+
+    def fn(x):  # captured on the main thread, holding the trace open while the other runs
+        seen["tracer"] = torch.compiler.is_compiling()
+        inside.set()
+        assert release.wait(60), "the other thread never finished"
+        return x * 2 if torch.compiler.is_compiling() else x * 3
+
+    def beside():
+        try:
+            assert inside.wait(60), "the capture never started"
+            seen["beside"] = (torch.compiler.is_compiling(), torch.compiler.is_exporting())
+            y = torch.ones(3)
+            seen["eager"] = y * 2 if torch.compiler.is_compiling() else y * 3
+        finally:
+            release.set()
+
+    other = threading.Thread(target=beside, daemon=True)
+    other.start()
+    x = torch.randn(4)
+    f = _load(fn, x)
+    other.join(60)
+    assert seen["tracer"] is True
+    assert seen["beside"] == (False, False)
+    assert torch.equal(seen["eager"], torch.full((3,), 3.0))
+    assert torch.equal(f(x), x * 2)
+    assert not torch.compiler.is_compiling()
 
 
 class CachingModel(nn.Module):

@@ -299,25 +299,85 @@ def is_nested(t: torch.Tensor) -> bool:
 #   is_exporting(); torch.optim reads step counts without .item() under is_compiling();
 #   activation checkpointing traces its recomputation under _is_non_strict_tracing(). A capture
 #   is a non-strict make_fx trace, what torch.export's non-strict mode runs, so for the length
-#   of the trace the flags say what export's _compiling_state_context and
-#   _non_strict_tracing_context say (the module globals of torch.compiler, 2.11-2.15; the
-#   non-strict one exists from 2.13). Eager calls before and after see them as they were.
-_TRACING_FLAGS = ("_is_compiling_flag", "_is_exporting_flag", "_is_non_strict_tracing_flag")
+#   of the trace those functions answer what export's _compiling_state_context and
+#   _non_strict_tracing_context make them answer (2.11-2.15; the non-strict one exists from
+#   2.13). Export sets module globals, which every thread reads: a thread running eager code
+#   beside a capture (a data loader, a second rank's loader thread, a notebook's background
+#   job) would take the compiler's path too, and a precompile started there would be refused
+#   as nested. So the functions themselves are swapped (Note [answers for the tracing
+#   thread]) and answer True on the tracing thread only; the globals are never written.
+#   Callers reach them through the module (`torch.compiler.is_compiling()`, also torch's own
+#   `from torch.compiler import ...` inside functions); the one module-level import by name
+#   in torch (torch._dynamo.decorators, for mark_static) keeps the real function.
+_TRACING_FNS = ("is_compiling", "is_exporting", "_is_non_strict_tracing")
+
+# Note [answers for the tracing thread]
+#   While capture traces, a few torch functions answer differently (the compiler flags above,
+#   torch.overrides.has_torch_function: Note [fused inference fast paths]). Each is swapped
+#   for a function that gives the capture's answer on a thread marked as tracing and the real
+#   function's answer on every other thread; the swap is counted under a lock, so captures
+#   overlapping in threads install it once and the last one out restores the original.
+_SWAPS = threading.Lock()
+_swapped: dict[tuple[int, str], list[Any]] = {}  # (id(owner), name) -> [original, count]
+_tracing_here = threading.local()  # marks of this thread: name -> depth
+
+
+def _marked(mark: str) -> bool:
+    return getattr(_tracing_here, mark, 0) > 0
 
 
 @contextlib.contextmanager
-def tracing_as_a_compiler() -> Iterator[None]:
-    """torch.compiler.is_compiling() and is_exporting() are True while capture traces
-    (Note [tracing as a compiler])."""
-    flags = [f for f in _TRACING_FLAGS if isinstance(getattr(torch.compiler, f, None), bool)]
-    old = [getattr(torch.compiler, f) for f in flags]
+def _answering_on_this_thread(owner: Any, name: str, answer: Callable[..., Any],
+                              mark: str) -> Iterator[None]:
+    """owner.name is `answer` while any thread is inside; this thread carries `mark`
+    (Note [answers for the tracing thread]). `answer` checks _marked(mark) itself."""
+    key = (id(owner), name)
+    with _SWAPS:
+        entry = _swapped.setdefault(key, [getattr(owner, name), 0])
+        if entry[1] == 0:
+            setattr(owner, name, answer)
+        entry[1] += 1
+    setattr(_tracing_here, mark, getattr(_tracing_here, mark, 0) + 1)
     try:
-        for f in flags:
-            setattr(torch.compiler, f, True)
         yield
     finally:
-        for f, v in zip(flags, old):
-            setattr(torch.compiler, f, v)
+        setattr(_tracing_here, mark, getattr(_tracing_here, mark) - 1)
+        with _SWAPS:
+            entry = _swapped[key]
+            entry[1] -= 1
+            if entry[1] == 0:
+                setattr(owner, name, entry[0])
+                del _swapped[key]
+
+
+def _true_when_marked(real: Callable[[], bool], mark: str) -> Callable[[], bool]:
+    def answer() -> bool:
+        return True if _marked(mark) else real()
+    answer.__name__, answer.__qualname__, answer.__doc__ = (
+        real.__name__, real.__qualname__, real.__doc__)
+    return answer
+
+
+_REAL_TRACING_FNS = {n: getattr(torch.compiler, n) for n in _TRACING_FNS
+                     if callable(getattr(torch.compiler, n, None))}
+_TRACING_ANSWERS = {n: _true_when_marked(f, f"compiler_{n}")
+                    for n, f in _REAL_TRACING_FNS.items()}
+
+
+@contextlib.contextmanager
+def _compiler_answers(names: Sequence[str]) -> Iterator[None]:
+    with contextlib.ExitStack() as stack:
+        for n in names:
+            if n in _TRACING_ANSWERS:
+                stack.enter_context(_answering_on_this_thread(
+                    torch.compiler, n, _TRACING_ANSWERS[n], f"compiler_{n}"))
+        yield
+
+
+def tracing_as_a_compiler() -> contextlib.AbstractContextManager[None]:
+    """torch.compiler.is_compiling(), is_exporting() and _is_non_strict_tracing() are True on
+    this thread while capture traces (Note [tracing as a compiler])."""
+    return _compiler_answers(_TRACING_FNS)
 
 
 # Note [fused inference fast paths]
@@ -334,19 +394,15 @@ def tracing_as_a_compiler() -> Iterator[None]:
 #   taken exactly when eager takes it, and the trace holds the op eager runs. Callers that
 #   imported the function by name (torch.nn.functional, the C++ checks) are unaffected; a
 #   user's own mode, or an argument that overrides __torch_function__, still answers True.
-#   The attribute is swapped while at least one capture traces (counted, under a lock, so
-#   overlapping captures in threads restore it once) and only changes the answer on a thread
-#   that is tracing.
+#   Swapped as Note [answers for the tracing thread] says: only a tracing thread's answer
+#   changes.
 _REAL_HAS_TORCH_FUNCTION = torch.overrides.has_torch_function
-_FAST_PATHS = threading.Lock()
-_fast_path_traces = 0
-_tracing_here = threading.local()
 
 
 def _has_torch_function_of_args(args: Any) -> bool:
     if not _REAL_HAS_TORCH_FUNCTION(args):
         return False
-    if not getattr(_tracing_here, "on", False):
+    if not _marked("fast_paths"):
         return True
     from torch.fx.experimental.proxy_tensor import TorchFunctionMetadataMode
     from torch.overrides import _get_current_function_mode_stack
@@ -359,23 +415,11 @@ def _has_torch_function_of_args(args: Any) -> bool:
                and getattr(type(a), "__torch_function__", off) is not off for a in args)
 
 
-@contextlib.contextmanager
-def fused_fast_paths() -> Iterator[None]:
+def fused_fast_paths() -> contextlib.AbstractContextManager[None]:
     """While capture traces: torch.nn's fused inference fast paths are taken as in eager
     (Note [fused inference fast paths])."""
-    global _fast_path_traces
-    with _FAST_PATHS:
-        _fast_path_traces += 1
-        torch.overrides.has_torch_function = _has_torch_function_of_args
-    was, _tracing_here.on = getattr(_tracing_here, "on", False), True
-    try:
-        yield
-    finally:
-        _tracing_here.on = was
-        with _FAST_PATHS:
-            _fast_path_traces -= 1
-            if _fast_path_traces == 0:
-                torch.overrides.has_torch_function = _REAL_HAS_TORCH_FUNCTION
+    return _answering_on_this_thread(torch.overrides, "has_torch_function",
+                                     _has_torch_function_of_args, "fast_paths")
 
 
 # Note [decided random draws]
@@ -624,22 +668,15 @@ def is_tensor_subclass(t: torch.Tensor) -> bool:
 @contextlib.contextmanager
 def optimizer_step_tracing(annotation: dict[str, Any]) -> Iterator[None]:
     """While an optimizer's step() is traced (Note [optimizer at the boundary] in
-    runtime/driver.py): torch.compiler.is_compiling() answers True, the flag torch.optim's
-    own code reads to keep the step count a tensor (`_get_value`) and to skip its eager-only
-    device checks and grouping, as under torch.compile; and every node recorded is annotated
-    (node.meta["custom"], fx.traceback.annotate under preserve_node_meta) so the graph knows
-    it belongs to the optimizer. Checked on 2.13 (torch.compiler._is_compiling_flag, a module
-    global read by is_compiling); restored after."""
-    import torch.compiler as tc
+    runtime/driver.py): torch.compiler.is_compiling() answers True on this thread, what
+    torch.optim's own code reads to keep the step count a tensor (`_get_value`) and to skip
+    its eager-only device checks and grouping, as under torch.compile (Note [tracing as a
+    compiler]); and every node recorded is annotated (node.meta["custom"], fx.traceback.
+    annotate under preserve_node_meta) so the graph knows it belongs to the optimizer."""
     import torch.fx.traceback as fx_traceback
 
-    was = tc._is_compiling_flag
-    tc._is_compiling_flag = True
-    try:
-        with fx_traceback.annotate(annotation):
-            yield
-    finally:
-        tc._is_compiling_flag = was
+    with _compiler_answers(("is_compiling",)), fx_traceback.annotate(annotation):
+        yield
 
 
 def optimizer_scalar_dtype() -> torch.dtype:
