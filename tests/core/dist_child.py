@@ -19,6 +19,7 @@ Each scenario runs in turn on every rank and writes what it saw into OUT_DIR/ran
               "tp", 3 SGD steps, artifact (eager backend) vs eager FSDP2 + TP
 The parent kills the ranks when they run past its timeout.
 """
+import faulthandler
 import importlib
 import json
 import os
@@ -29,6 +30,7 @@ import traceback
 import warnings
 
 warnings.simplefilter("ignore")
+faulthandler.enable(all_threads=True)  # a native crash prints every thread's Python stack
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
@@ -49,6 +51,7 @@ from precompile_nb import PrecompileError, precompile  # noqa: E402
 from precompile_nb.distributed import precompile_on_one_rank  # noqa: E402
 
 mesh = init_device_mesh("cpu", (world,))
+_GROUPS = []  # the groups on_one_rank_each made, each quiesced before the job is torn down
 _tls = threading.local()  # what each thread compiled (two compile at once: on_one_rank_each)
 
 
@@ -88,6 +91,7 @@ def on_one_rank_each(jobs):
     (one thread each), so that rank 0 and rank 1 compile at the same time. case ->
     (SharedArtifact, what this thread compiled: captures, cpp_builds)."""
     groups = {case: dist.new_group(backend="gloo") for case in jobs}  # in order, every rank
+    _GROUPS.extend(groups.values())
     out = {}
 
     def run(case, src, fn, inputs, options):
@@ -389,6 +393,12 @@ def scenario_other_world():
     groups = {k: [g.to_literal() for g in decode(read_meta(code)).process_groups]
               for k, (code, _) in ARTIFACTS.items()}
     code, cache = ARTIFACTS["ddp_eager"]
+    # every rank's collectives finished before any tears its groups down: a gloo send can
+    # still be in flight when the sending rank returns, and a teardown under it frees what
+    # gloo's thread still uses (the suspected cause of a rank that died once in CI, torch
+    # 2.15, with "malloc(): unaligned tcache chunk detected" and no Python error)
+    for group in (*_GROUPS, None):
+        dist.barrier(group=group)
     dist.destroy_process_group()
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     torch.manual_seed(0)

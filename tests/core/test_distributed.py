@@ -55,7 +55,7 @@ def run_ranks(world: int, out_dir: Path, scenarios: tuple[str, ...]) -> list[dic
     results = []
     for r in range(world):
         path = out_dir / f"rank{r}.json"
-        assert path.exists(), f"rank {r} wrote no result:\n{logs[r][-4000:]}"
+        assert path.exists(), f"rank {r} wrote no result:\n{logs[r][-12000:]}"
         results.append(json.loads(path.read_text()))
     return results
 
