@@ -198,15 +198,17 @@ def _lower_inductor_once(c: Captured, t0: float, may_assume: bool) -> Lowered:
     # (after the graph passed its checks), not inside the compiled graph
     fgm = _compat.functionalize(c.graph, c.fake_inputs,
                                 batch_norm=bool(c.convention.data_guards))
-    outputs, mutations, grads = _mutations_and_aliases_to_driver(c, fgm)
+    outputs, mutations, grads, written = _mutations_and_aliases_to_driver(
+        c, fgm, writes_in_graph=not (c.convention.data_guards or _compat.may_stop_midway(fgm)))
     unread = _drop_unread_inputs(c, fgm)
     fake_inputs = [n.meta["val"] for n in fgm.graph.nodes if n.op == "placeholder"]
     devices = {t.device for t in c.fake_inputs if isinstance(t, torch.Tensor)}
     device_index = next((d.index or 0 for d in devices if d.type == "cuda"), 0)
     convention = c.convention._replace(
         outputs=tuple(outputs), mutations=tuple(mutations), grads=tuple(grads),
-        check_strides=True, device_index=device_index, unread=unread)
-    if not next(n for n in reversed(fgm.graph.nodes) if n.op == "output").args[0]:
+        check_strides=True, device_index=device_index, unread=unread, written=written)
+    if not written and not next(n for n in reversed(fgm.graph.nodes)
+                                if n.op == "output").args[0]:
         # every result is an input, a view of one, or a value: nothing to compile
         return Lowered(backend="inductor", source=_NOTHING_TO_COMPUTE, convention=convention,
                        kernels=(), files=(), seconds=time.perf_counter() - t0)
@@ -328,19 +330,43 @@ def _drop_unread_inputs(c: Captured, fgm: torch.fx.GraphModule) -> tuple[int, ..
     return unread
 
 
-def _mutations_and_aliases_to_driver(c: Captured, fgm: torch.fx.GraphModule):
+# Note [writes inside the graph]
+#   Functionalization leaves each write into an input as one copy_(input, new value) at the
+#   graph's end. Inductor compiles those copies itself (AOTAutograd keeps an inference
+#   graph's data mutations of inputs in the graph, as torch.compile does): the kernel that
+#   computes the new value stores it into the input's memory. So the lowered graph keeps
+#   them, and the convention names the inputs it writes (`written`) for the per-call check
+#   that they share no memory with another input (Note [aliased inputs at a call]). Handing
+#   the new values out as extra outputs for the driver to copy back instead cost every
+#   training step with the optimizer inside fn one more read and write of each parameter
+#   and each optimizer state tensor, and fresh buffers for all of them (benchmarks/
+#   optimizer_step.py). A graph that can stop partway on a check of its own (data guards,
+#   sizes the data decides) hands them to the driver as outputs instead, which writes them
+#   after the graph ran to its end, so a call that fails a check writes nothing (Note [data
+#   guards]).
+
+
+def _mutations_and_aliases_to_driver(c: Captured, fgm: torch.fx.GraphModule, *,
+                                     writes_in_graph: bool):
     """Rewrite the functional graph's boundary so that `call` returns only fresh tensors:
-    - copy_(input, new) at the end (input mutation)  -> an extra output the driver copies back;
+    - copy_(input, new) at the end (input mutation)  -> kept in the graph, the input named in
+      `written` (Note [writes inside the graph]); without `writes_in_graph`, an extra output
+      the driver copies back;
     - a result that views an input                   -> dropped; the driver rebuilds the view.
-    Returns the final result leaves, mutations and grads in `call`'s output numbering."""
+    Returns the final result leaves, mutations and grads in `call`'s output numbering, and
+    the inputs the graph writes."""
     g = fgm.graph
     placeholders = [n for n in g.nodes if n.op == "placeholder"]
     out_node = next(n for n in reversed(g.nodes) if n.op == "output")
     outs = list(out_node.args[0])
     mutated: list[tuple[int, torch.fx.Node]] = []
+    written: list[int] = []
     for n in list(g.nodes):
         if (n.op == "call_function" and n.target is torch.ops.aten.copy_.default
                 and n.args[0] in placeholders):
+            if writes_in_graph:
+                written.append(placeholders.index(n.args[0]))
+                continue
             mutated.append((placeholders.index(n.args[0]), n.args[1]))
             n.replace_all_uses_with(n.args[1])
             g.erase_node(n)
@@ -374,7 +400,7 @@ def _mutations_and_aliases_to_driver(c: Captured, fgm: torch.fx.GraphModule):
     g.eliminate_dead_code()
     g.lint()
     fgm.recompile()
-    return outputs, mutations, grads
+    return outputs, mutations, grads, tuple(sorted(written))
 
 
 def _input_view(c: Captured, k: int, view: AliasOut) -> InputOut | AliasOut:

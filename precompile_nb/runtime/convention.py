@@ -74,7 +74,7 @@ ARTIFACT_FORMAT = "precompile_nb.artifact"
 # a marker line, emit.marker)
 META_NAME = "_PC_META"
 SECTIONS = ("graph", "metadata", "driver")
-ARTIFACT_VERSION = 7
+ARTIFACT_VERSION = 8
 FINGERPRINTS = {
     2: "171e3cadd88976d991d90287a3f83fc7798119443ab51f09dd6200f436cdfda4",
     # 3: guards on dynamic sizes (mark_dynamic)
@@ -87,6 +87,8 @@ FINGERPRINTS = {
     6: "4de3d779ea0a54d7acf37c4fc87dfaf1da58670e6cbd9fc56a14fee2e7d5cd87",
     # 7: process groups the graph's collectives name, with their sizes (checked at a call)
     7: "f8eb7186b204748b2280dc067bfae9cc3cdc9d95d2e7f9934336d9392743f484",
+    # 8: the inputs the compiled graph writes in place (Note [writes inside the graph])
+    8: "1e771f0eea1b7e47f54b44575113212ee871aa0e69c53801b62920575faf47f9",
 }
 
 _RECORDS = (Convention, TensorInput, Constant, ModuleArg, TensorArg, ConstArg, PytreeArg, Leaf,

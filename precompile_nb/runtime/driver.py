@@ -538,6 +538,9 @@ class PcConvention(_PcRecord):
     meshes: tuple = ()  # PcMesh: the device meshes of the DTensors
     data_guards: tuple = ()  # PcDataGuard
     process_groups: tuple = ()  # PcProcessGroup: the groups the graph's collectives name
+    # graph inputs the compiled graph itself writes in place (Note [writes inside the graph]
+    # in core/lower.py): checked for shared memory like the mutations, nothing copied back
+    written: tuple = ()
     _pc_schema = {"fn_name": "str",
                   "args": ("union", "ARGS"), "inputs": ("records", PcTensorInput),
                   "constants": ("records", PcConstant), "out_spec": "tree",
@@ -546,7 +549,7 @@ class PcConvention(_PcRecord):
                   "device_index": "nat", "unread": "nats",
                   "guards": ("records", PcGuard), "meshes": ("records", PcMesh),
                   "data_guards": ("records", PcDataGuard),
-                  "process_groups": ("records", PcProcessGroup)}
+                  "process_groups": ("records", PcProcessGroup), "written": "nats"}
 
 
 _PC_UNIONS = {
@@ -672,9 +675,10 @@ def _pc_check_references(conv):
     for j, o in enumerate(conv.outputs):
         if isinstance(o, (PcInputOut, PcAliasOut)) and o.index >= n_in:
             raise _PcBadLiteral(f"_PC_META['outputs'][{j}]['index']", f"< {n_in}", o.index)
-    for j, i in enumerate(conv.unread):
-        if i >= n_in:
-            raise _PcBadLiteral(f"_PC_META['unread'][{j}]", f"< {n_in}", i)
+    for name in ("unread", "written"):
+        for j, i in enumerate(getattr(conv, name)):
+            if i >= n_in:
+                raise _PcBadLiteral(f"_PC_META[{name!r}][{j}]", f"< {n_in}", i)
     layouts = [(f"_PC_META['inputs'][{i}]", s.dtensor) for i, s in enumerate(conv.inputs)]
     layouts += [(f"_PC_META['outputs'][{j}]", getattr(o, "dtensor", None))
                 for j, o in enumerate(conv.outputs)]
@@ -1236,7 +1240,7 @@ def _pc_distinct(conv):
     it shares no memory with another input, as at capture (where one tensor passed twice
     became one input). So when it mutates inputs, the mutated ones and the user's tensors
     are checked for shared memory on every call; reads alone are safe and not checked."""
-    mutated = {w.input for w in conv.mutations}
+    mutated = {w.input for w in conv.mutations} | set(conv.written)
     if not mutated:
         return ()
     return tuple((i, i in mutated) for i, s in enumerate(conv.inputs)

@@ -94,6 +94,36 @@ def test_five_training_steps_with_the_optimizer_inside_fn_match_eager_step_by_st
     _train_both(f, m, opt, ref, ref_opt)
 
 
+def test_the_compiled_step_updates_parameters_and_state_in_place_and_returns_only_the_loss():
+    """Note [writes inside the graph]: Inductor's kernels store the new parameters and
+    optimizer state into the tensors themselves; no copy of them leaves the graph for the
+    driver to write back. With data guards the driver writes them, after the checks."""
+    m, opt, ref, ref_opt = _pair("adamw")
+    for x, y in _batches(1):  # the state exists: exp_avg, exp_avg_sq and step per parameter
+        train_step(m, opt, x, y), train_step(ref, ref_opt, x, y)
+    art = build(train_step, m, opt, *_batches(1)[0], backend="inductor")
+    conv = art.lowered.convention
+    updated = {i for i, s in enumerate(conv.inputs) if s.where.startswith(("model.", "opt."))
+               and not s.where.endswith("['lr']")}
+    assert conv.mutations == () and set(conv.written) == updated
+    assert len(updated) == 4 * len(list(m.parameters()))
+    f = precompile.load(art.python_code, art.cache)
+    _train_both(f, m, opt, ref, ref_opt)
+
+    def branching_step(model, opt, x, y):  # a branch on the data: a data guard
+        loss = F.cross_entropy(model(x), y)
+        (loss if y.min() >= 0 else -loss).backward()
+        opt.step()
+        opt.zero_grad()
+        return loss
+
+    guarded = build(branching_step, m, opt, *_batches(1)[0], backend="inductor",
+                    data_guards=True)
+    gconv = guarded.lowered.convention
+    assert gconv.data_guards and gconv.written == ()
+    assert {w.input for w in gconv.mutations} == updated
+
+
 @pytest.mark.parametrize("name", ["adamw_foreach", "sgd_foreach"])
 def test_the_foreach_implementations_train_like_eager(name):
     m, opt, ref, ref_opt = _pair(name)

@@ -78,9 +78,10 @@ _LAZY_NAMES: dict[str, tuple[str, ...]] = {
         "guard_condition", "has_effects", "is_aten_op", "is_carried_placement",
         "is_collective", "is_dtensor", "is_nested", "is_tensor_subclass",
         "lowering_guard_condition", "make_fx_trace", "mark_dynamic", "mark_unbacked",
-        "mesh_groups", "namedtuple_class", "no_autocast", "optimizer_scalar_dtype",
-        "optimizer_step_tracing", "preserved_rng_state", "rename_node", "reparametrize",
-        "runtime_asserts", "storage_key", "tracing_as_a_compiler", "treespec_children",
+        "may_stop_midway", "mesh_groups", "namedtuple_class", "no_autocast",
+        "optimizer_scalar_dtype", "optimizer_step_tracing", "preserved_rng_state",
+        "rename_node", "reparametrize", "runtime_asserts", "storage_key",
+        "tracing_as_a_compiler", "treespec_children",
     ),
     "parallel": (
         "DdpSettings", "FsdpParam", "FsdpUnit", "all_reduce_sum", "broadcast", "cast_floating",

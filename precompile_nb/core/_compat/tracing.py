@@ -175,6 +175,22 @@ def runtime_asserts(mode: Any) -> list[Any]:
     return list(seen.values())
 
 
+def may_stop_midway(gm: torch.fx.GraphModule) -> bool:
+    """Whether the graph checks something of its own while it runs, after earlier kernels
+    did: an assert node, or a size the data decides (an unbacked symbol, checked where it is
+    computed: torch.fx.experimental.symbolic_shapes.free_unbacked_symbols, 2.11-2.15)."""
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+
+    for n in gm.graph.nodes:
+        if n.op == "call_function" and "assert" in getattr(n.target, "__name__", str(n.target)):
+            return True
+        val = n.meta.get("val")
+        if isinstance(val, (torch.Tensor, torch.SymInt, list, tuple)) and \
+                free_unbacked_symbols(val):
+            return True
+    return False
+
+
 def guard_condition(e: BaseException) -> Any:
     """The sympy condition a data-dependent guard error could not decide
     (GuardOnDataDependentSymNode.cond, 2.11-2.14), or None."""
