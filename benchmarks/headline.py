@@ -2,7 +2,7 @@
 
 usage: python benchmarks/headline.py [--check]
 
-Reads benchmarks/results/cpu/results.json (run.py), benchmarks/results/cuda_warm_load_gpt/
+Reads the latest CPU table, benchmarks/results/cpu_round6/results.json (run.py), benchmarks/results/cuda_warm_load_gpt/
 results.json (warm_load.py --device cuda) and benchmarks/results/cpu_call_overhead.txt
 (driver_overhead.py), and writes docs/numbers.md. With --check it writes nothing and fails when
 docs/numbers.md differs from what it would write (run it after a new benchmark run).
@@ -19,6 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
 OUT = ROOT / "docs" / "numbers.md"
+CPU_TABLE = "cpu_round6"  # the latest whole CPU run (run.py --device cpu)
 WORKLOADS = ["tiny_mlp", "transformer_infer", "transformer_train", "cnn_bn_train"]
 
 
@@ -32,7 +33,7 @@ def _span(values: list[float]) -> str:
 
 
 def cpu_rows() -> tuple[dict, list[tuple[str, str, str]]]:
-    data = json.loads((RESULTS / "cpu" / "results.json").read_text())
+    data = json.loads((RESULTS / CPU_TABLE / "results.json").read_text())
     w = {k: data["workloads"][k]["measurements"] for k in WORKLOADS}
 
     def each(mode: str, key: str) -> list[float]:
@@ -42,7 +43,7 @@ def cpu_rows() -> tuple[dict, list[tuple[str, str, str]]]:
         st = w[k][mode]["steady"]
         return (st[call]["min_s"] - st[graph]["min_s"]) * 1e6
 
-    src = "benchmarks/results/cpu/results.json"
+    src = f"benchmarks/results/{CPU_TABLE}/results.json"
     ratio = [w[k]["nb_cold"]["precompile_s"] / w[k]["tc_cold"]["first_call_s"] for k in WORKLOADS]
     steady = [w[k]["steady"]["steady"]["precompile_nb"]["min_s"]
               / w[k]["steady"]["steady"]["torch.compile"]["min_s"] for k in WORKLOADS]
