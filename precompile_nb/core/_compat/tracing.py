@@ -177,12 +177,15 @@ def runtime_asserts(mode: Any) -> list[Any]:
 
 def may_stop_midway(gm: torch.fx.GraphModule) -> bool:
     """Whether the graph checks something of its own while it runs, after earlier kernels
-    did: an assert node, or a size the data decides (an unbacked symbol, checked where it is
-    computed: torch.fx.experimental.symbolic_shapes.free_unbacked_symbols, 2.11-2.15)."""
+    did: an assert on values (aten._assert_scalar / _assert_async and their functional forms;
+    not _assert_tensor_metadata, which the trace decided), or a size the data decides (an
+    unbacked symbol, checked where it is computed: torch.fx.experimental.symbolic_shapes.
+    free_unbacked_symbols, 2.11-2.15)."""
     from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
     for n in gm.graph.nodes:
-        if n.op == "call_function" and "assert" in getattr(n.target, "__name__", str(n.target)):
+        name = getattr(n.target, "__name__", str(n.target))
+        if n.op == "call_function" and "assert" in name and "tensor_metadata" not in name:
             return True
         val = n.meta.get("val")
         if isinstance(val, (torch.Tensor, torch.SymInt, list, tuple)) and \
