@@ -13,8 +13,9 @@ of its modules holds it:
   parallel.py  capture of data parallelism: FSDP2's states and hooks, DDP's settings
   warm.py      the warm load, without the compiler stack
   realdata.py  data guards: fake tensors with real values, the decisions taken from them
-warm and inductor are imported with the door (a load runs on them); tracing, parallel and
-realdata at the first use of one of their names (`_LAZY`).
+  answers.py   what torch's compiler flags answer on the tracing thread while capture traces
+warm and inductor are imported with the door (a load runs on them); tracing, parallel,
+realdata and answers at the first use of one of their names (`_LAZY`).
 """
 from __future__ import annotations
 
@@ -66,6 +67,7 @@ from .warm import (  # noqa: F401 - the door re-exports
 # The capture side of the door, imported at the first use of one of its names (Note [a load
 # imports no stage] in core/__init__.py): NAME -> (module, its name there).
 _LAZY_NAMES: dict[str, tuple[str, ...]] = {
+    "answers": ("tracing_as_a_compiler",),
     "realdata": (
         "Decision", "assume_nonnegative_bounds", "fake_with_real_values", "forget_real_values",
         "real_values",
@@ -81,7 +83,7 @@ _LAZY_NAMES: dict[str, tuple[str, ...]] = {
         "may_stop_midway", "mesh_groups", "namedtuple_class", "no_autocast",
         "optimizer_scalar_dtype", "optimizer_step_tracing", "preserved_rng_state",
         "rename_node", "reparametrize", "runtime_asserts", "storage_key",
-        "tracing_as_a_compiler", "treespec_children",
+        "treespec_children",
     ),
     "parallel": (
         "DdpSettings", "FsdpParam", "FsdpUnit", "all_reduce_sum", "broadcast", "cast_floating",
