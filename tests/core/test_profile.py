@@ -93,7 +93,8 @@ def test_profile_of_a_training_step_times_every_linear_forward_and_backward(indu
     assert all(k.calls == 1 for k in prof.kernels)
     assert all(k.nodes for k in prof.kernels)
     nodes = {n["name"] for n in report["graph"]["nodes"]}
-    assert prof.node_seconds and set(prof.node_seconds) <= nodes
+    timed_nodes = set(prof.node_seconds)  # the graph nodes the profile attributed time to
+    assert timed_nodes and timed_nodes.issubset(nodes)
     # the eager forward of each Linear was timed by hooks
     assert rows["m.0"].eager_forward_seconds is not None
     assert prof.eager_step_seconds is not None
