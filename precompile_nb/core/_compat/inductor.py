@@ -98,7 +98,9 @@ def _nchw_for_first_call(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
     a backward keep Inductor's choice: for efficientnet_b0's training step the same trade
     goes the other way (`conv_layout.py --workload train`): NCHW starts 1.39 s after load
     against 3.06 s, but each step takes 25.7 ms against 17.2 ms in channels_last, a loss
-    that a training run pays every step."""
+    that a training run pays every step. Writing the depthwise convolutions as generated code
+    instead (no cuDNN call at all) was tried and costs more than it saves: convnext_tiny's
+    precompile went from 17 s to 204 s (benchmarks/depthwise_as_code.py says how)."""
     from torch._inductor import config as inductor_config
 
     if inductor_config.force_layout_optimization or not any(
