@@ -13,8 +13,8 @@ no case is ever missing from it. OUT/results.md and OUT/results.json are rewritt
 unit, with every case (those still to come as "not run (time)"), so even a run killed from
 outside leaves a complete table of what finished. `--resume PREVIOUS_OUT` keeps a previous
 run's rows and runs only the phases it did not (a second call for what the first left),
-the warm starts of its compiles included (same OUT, same machine: they read its artifacts and
-torch.compile caches).
+the warm starts of its compiles included (same OUT, which it refuses otherwise, and same
+machine: they read its artifacts and torch.compile caches).
 
 benchmarks/zoo/cpu_run.sh is the many-core CPU run (inductor, tiny, CUDA hidden).
 """
@@ -253,6 +253,10 @@ def main(argv=None) -> None:
                    help="a previous OUT: keep its rows, run only the phases it did not run")
     p.add_argument("--list", action="store_true", help="print the cases, longest first")
     a = p.parse_args(argv)
+    if a.resume and Path(a.resume).resolve() != Path(a.out).resolve():
+        # the warm starts read the pairs under OUT/work: another OUT would look for them there
+        p.error(f"--resume {a.resume} must be the --out of this run too (the warm starts "
+                f"read that run's artifacts from OUT/work); got --out {a.out}")
     t0 = time.time()
     deadline = t0 + a.deadline
     a.timeout = a.timeout or a.deadline

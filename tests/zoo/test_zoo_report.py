@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
@@ -105,3 +107,14 @@ def test_a_run_can_name_one_workload_of_a_model():
     from benchmarks.zoo import parallel as P
     assert P._cases("qwen2:infer,gpt2", "infer,train") == [
         ("qwen2", "infer"), ("gpt2", "infer"), ("gpt2", "train")]
+
+
+def test_a_resumed_run_with_another_out_is_refused_before_it_runs_anything(tmp_path, capsys):
+    """The warm starts read the pairs under OUT/work: resuming into another OUT looked for
+    them there and lost every warm start (FileNotFoundError per case, seen on the H200)."""
+    from benchmarks.zoo import parallel as P
+    (tmp_path / "a").mkdir()
+    with pytest.raises(SystemExit):
+        P.main(["--out", str(tmp_path / "b"), "--resume", str(tmp_path / "a"), "--warm"])
+    assert "must be the --out of this run too" in capsys.readouterr().err
+    assert not (tmp_path / "b").exists()
