@@ -19,25 +19,14 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+from conv_layout import _PRE  # noqa: E402 (a zoo model at real size on the GPU: m, args, fn)
 from gpu_issue28 import child  # noqa: E402 (the fresh-process runner, empty caches)
 
-_CHILD = r"""
-import json, sys, time, warnings
-warnings.simplefilter("ignore")
-sys.path[:0] = [{root!r}, {bench!r}]
-import torch
+_CHILD = _PRE + r"""
 from torch.utils._python_dispatch import TorchDispatchMode
-torch.cuda.init(); torch.zeros(1, device="cuda"); torch.cuda.synchronize()
-from zoo import models
-import contextlib
-W = {workload!r}
-spec = models.build({model!r}, "real", "cuda")
-m = spec.model.train() if W == "train" else spec.model.eval()
-args, fn = list(spec.args[W]), spec.fns[W]
 if {layout!r} == "channels_last":
     m = m.to(memory_format=torch.channels_last)
     args[0] = args[0].contiguous(memory_format=torch.channels_last)
-ctx = contextlib.nullcontext if W == "train" else torch.no_grad
 aten = torch.ops.aten
 
 def kind(w, groups):
