@@ -220,16 +220,28 @@ def _load(python_code: str, cache: bytes | None) -> Callable[..., Any]:
     calls = warm.recorded_calls(record)
     if calls is None and tree is None:  # no recorded scan (eager backend, older artifact)
         tree, _ = _read(python_code)
-    plan = warm.plan(calls if calls is not None else _graph_section(tree), record,
-                     cache_used=stats["used"], no_cache_reason=installed.why_not,
-                     cached_files=installed.inductor, cached_triton=installed.triton,
-                     triton_dir=(_compat.triton_cache_dir(meta["device_index"])
-                                 if installed.triton else ""))
-    stats["path"], stats["reason"] = plan.path, plan.reason
-    clock.lap("plan")
-    rest = _install(installed.files, plan, meta, stats)
-    clock.lap("cache_install")
+    with _compat.GLOBAL_LOCK:  # Note [a load's cache dirs are read once]
+        plan = warm.plan(calls if calls is not None else _graph_section(tree), record,
+                         cache_used=stats["used"], no_cache_reason=installed.why_not,
+                         cached_files=installed.inductor, cached_triton=installed.triton,
+                         triton_dir=(_compat.triton_cache_dir(meta["device_index"])
+                                     if installed.triton else ""))
+        stats["path"], stats["reason"] = plan.path, plan.reason
+        clock.lap("plan")
+        rest = _install(installed.files, plan, meta, stats)
+        clock.lap("cache_install")
     return _run(python_code, tree, meta, plan, stats, clock, rest, installed.bytecode)
+
+
+# Note [a load's cache dirs are read once]
+#   The warm plan names each kernel binary by its path under the compiler cache dirs, and
+#   install writes the binaries there; both read TORCHINDUCTOR_CACHE_DIR. A precompile in
+#   another thread points that variable at its private compile dir for as long as it runs
+#   (holding GLOBAL_LOCK), then deletes the dir. A load that planned meanwhile named paths in
+#   that dir, installed (under the lock, after the precompile) into the user's dir, and found
+#   no library to open: the warm path failed and the load compiled the kernels (seen in CI,
+#   torch 2.15, two threads each precompiling and loading). Planning and installing under
+#   the one lock reads the dirs once, when no private compile dir is set.
 
 
 # Note [install what is read]

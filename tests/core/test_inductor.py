@@ -235,6 +235,45 @@ def test_precompile_from_two_threads_with_inductor():
         torch.testing.assert_close(out[i](xs[i]), (xs[i] + i).relu())
 
 
+def test_a_load_beside_another_threads_precompile_stays_on_the_warm_path(monkeypatch):
+    """Note [a load's cache dirs are read once]: while another thread precompiles, its
+    private compile dir is the process's TORCHINDUCTOR_CACHE_DIR and is deleted after. A load
+    planned then named its kernel library in that dir and fell back to compiling."""
+    import threading
+
+    from precompile_nb.core import _compat, warm
+
+    x = torch.randn(4, 4)
+    code, cache = precompile(lambda x: (x * 3).sigmoid(), x)
+    entered, planned, release = threading.Event(), threading.Event(), threading.Event()
+
+    def other_precompile():  # what precompile holds while it lowers
+        with _compat.GLOBAL_LOCK, _compat.private_compile_cache():
+            entered.set()
+            release.wait(30)
+
+    real_plan = warm.plan
+
+    def spy(*a, **k):
+        planned.set()
+        return real_plan(*a, **k)
+
+    monkeypatch.setattr(warm, "plan", spy)
+    loaded = {}
+    other = threading.Thread(target=other_precompile)
+    other.start()
+    assert entered.wait(30)
+    loader = threading.Thread(target=lambda: loaded.update(f=precompile.load(code, cache)))
+    loader.start()
+    planned.wait(3)  # without the note, the load plans now, inside the other's private dir
+    release.set()
+    other.join(30)
+    loader.join(60)
+    f = loaded["f"]
+    assert f.__precompile_load__["path"] == "warm", f.__precompile_load__["reason"]
+    torch.testing.assert_close(f(x), (x * 3).sigmoid())
+
+
 def compile_pool_at_capture(device: str, tmp: Path) -> dict:
     """In a fresh process: precompile a small function on `device` and report whether
     Inductor's Triton compile pool existed when the capture began, and the result's match."""
