@@ -83,7 +83,7 @@ def _out_size(size, pad: int, dil: int, k: int, stride: int):
 
 
 def convolution(x, w, bias, stride, padding, dilation, transposed, output_padding, groups):
-    if not is_depthwise(x, w, transposed, groups) or len(stride) != 2:
+    if not is_depthwise(x, w, transposed, groups):  # 4-D: stride, padding, dilation are 2-D
         return NotImplemented
     (ph, pw), (kh, kw) = padding, w.shape[2:]
     ho = _out_size(x.size(2), ph, dilation[0], kh, stride[0])
@@ -127,7 +127,7 @@ def _weight_grad(g, x, w, stride, padding, dilation) -> torch.Tensor:
 
 def convolution_backward(g, x, w, bias_sizes, stride, padding, dilation, transposed,
                          output_padding, groups, output_mask):
-    if not is_depthwise(x, w, transposed, groups) or len(stride) != 2:
+    if not is_depthwise(x, w, transposed, groups):  # 4-D: stride, padding, dilation are 2-D
         return NotImplemented
     g32, x32, w32 = _acc(g), _acc(x), _acc(w)
     gi = gw = gb = None
