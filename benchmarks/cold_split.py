@@ -9,7 +9,9 @@ usage: python benchmarks/cold_split.py [--zoo MODEL:WORKLOAD:SIZE,...]
 --workloads names benchmark workloads (benchmarks/workloads.py, and warm_load.py's gpt_step)
 instead of zoo cases. A tool name with `+nopool` runs with TORCH_WARM_POOL=0: Inductor's
 compile workers are not started ahead of the first kernel (Note [compile workers start with
-the capture]), for precompile_nb as for torch.compile.
+the capture]), for precompile_nb as for torch.compile; with `+prof` it runs under cProfile
+(inflated times; the json's `top` lists the 40 functions of most own time and the 60 of most
+inclusive time), e.g. `nb+prof`.
 
 Columns (seconds, inclusive, summed over every call; they nest): total (precompile, or
 torch.compile's compile + first call), capture (precompile_nb's make_fx of fn), functionalize
@@ -17,7 +19,8 @@ torch.compile's compile + first call), capture (precompile_nb's make_fx of fn), 
 (Scheduler.__init__: fusion, ordering), codegen (GraphLowering.codegen), module
 (compile_to_module less codegen: writing and loading the module, waiting for kernel
 compiles), autotune (CachingAutotuner.benchmark_all_configs; the json's n.configs counts the
-configurations it benchmarked, n.kernels_to_pool / n.kernels_in_process how many kernel compiles
+configurations it benchmarked, `autotuned` each benchmarked kernel's name, configurations
+and seconds, n.kernels_to_pool / n.kernels_in_process how many kernel compiles
 went to Inductor's compile workers or ran in this process while they were not ready), kernels
 (Triton / C++ kernels in the generated code).
 """
@@ -26,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -71,9 +75,15 @@ timed(g.GraphLowering, "compile_to_module", "module_all")
 timed(s.Scheduler, "__init__", "scheduler")
 timed(th.CachingAutotuner, "benchmark_all_configs", "autotune")
 _bench = th.CachingAutotuner.benchmark_all_configs
+AT = []  # per autotuned kernel: name, configurations benchmarked, seconds
 def counted(self, *a, **k):  # how many configurations the autotuner benchmarked
-    N["configs"] = N.get("configs", 0) + len(getattr(self, "launchers", None) or ())
-    return _bench(self, *a, **k)
+    n = len(getattr(self, "launchers", None) or ())
+    N["configs"] = N.get("configs", 0) + n
+    t = time.perf_counter()
+    try:
+        return _bench(self, *a, **k)
+    finally:
+        AT.append([getattr(self.fn, "__name__", "?"), n, round(time.perf_counter() - t, 4)])
 th.CachingAutotuner.benchmark_all_configs = counted
 from torch._inductor.async_compile import AsyncCompile
 _use_pool = AsyncCompile.use_process_pool.__func__
@@ -89,8 +99,22 @@ if {tool!r}.startswith("nb"):
     timed(_compat, "autotune_now", "autotune_now")
 sync = torch.cuda.synchronize if {device!r} == "cuda" else (lambda: None)
 ctx = torch.no_grad() if kind != "train" else torch.enable_grad()
+SOURCES = []  # the generated wrapper modules (what `--sources` keeps)
+from torch._inductor.codecache import PyCodeCache
+_load_path = PyCodeCache.load_by_key_path.__func__
+def keeping_source(cls, key, path, *a, **k):
+    try:
+        text = open(path).read()
+        if "def call(" in text:
+            SOURCES.append(text)
+    except OSError:
+        pass
+    return _load_path(cls, key, path, *a, **k)
+PyCodeCache.load_by_key_path = classmethod(keeping_source)
+prof = cProfile.Profile() if {tool!r}.endswith("+prof") else None
 t0 = time.perf_counter()
 with ctx:
+    if prof: prof.enable()
     if {tool!r}.startswith("nb"):
         from precompile_nb.core import build
         art = build(fn, *args)
@@ -98,21 +122,34 @@ with ctx:
     else:
         out = torch.compile(fn)(*args); sync()
         code, stages = "", {{}}
+    if prof: prof.disable()
 total = time.perf_counter() - t0
+if {sources!r}:
+    with open({sources!r}, "w") as f:
+        f.write(("\n# ---- next module ----\n").join(SOURCES or [code]))
 T["module"] = T.pop("module_all", 0.0) - T.get("codegen", 0.0)
-print(json.dumps({{"total": total, "stages": stages, "t": T, "n": N,
+top = {{}}
+if prof:  # the functions that take the time: own time and inclusive, 40 each
+    rows = [(f"{{os.path.basename(f)}}:{{ln}}:{{fn_}}", nc, tt, ct)
+            for (f, ln, fn_), (cc, nc, tt, ct, _) in pstats.Stats(prof).stats.items()]
+    top = {{"own": [[r[0], r[1], round(r[2], 3)] for r in sorted(rows, key=lambda r: -r[2])[:40]],
+           "inclusive": [[r[0], r[1], round(r[3], 3)]
+                         for r in sorted(rows, key=lambda r: -r[3])[:60]]}}
+print(json.dumps({{"total": total, "stages": stages, "t": T, "n": N, "autotuned": AT,
+                  "top": top,
                   "kernels": code.count("async_compile.triton(") + code.count("cpp_pybinding(")}}))
 """
 
 
-def run(case: str, tool: str, device: str) -> dict:
+def run(case: str, tool: str, device: str, sources: str = "") -> dict:
     with tempfile.TemporaryDirectory(prefix="cold_split_") as tmp:
         env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=os.path.join(tmp, "inductor"),
                    TRITON_CACHE_DIR=os.path.join(tmp, "triton"), TMPDIR=tmp, OMP_NUM_THREADS="1")
         env.pop("PYTHONPATH", None)
-        if tool.endswith("+nopool"):
+        if "+nopool" in tool:
             env["TORCH_WARM_POOL"] = "0"
-        src = _CHILD.format(root=ROOT, bench=HERE, case=case, tool=tool, device=device)
+        src = _CHILD.format(root=ROOT, bench=HERE, case=case, tool=tool, device=device,
+                            sources=sources)
         r = subprocess.run([sys.executable, "-c", src], env=env, capture_output=True, text=True,
                            timeout=1800)
     if r.returncode != 0:
@@ -130,6 +167,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=1,
                     help="rounds; each round runs every tool once, in turn")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--sources", action="store_true",
+                    help="keep each run's generated modules in OUT/sources_CASE_TOOL.py")
     args = ap.parse_args()
     cols = ("capture", "functionalize", "lowering", "scheduler", "codegen", "module",
             "autotune")
@@ -141,7 +180,12 @@ def main() -> None:
     for case in cases:
         for k in range(args.repeats):
             for tool in tools:
-                r = run(case, tool, args.device)
+                keep = ""
+                if args.sources and args.out:
+                    os.makedirs(args.out, exist_ok=True)
+                    name = re.sub(r"[^A-Za-z0-9_.-]", "_", f"sources_{case}_{tool}_{k}.py")
+                    keep = os.path.join(os.path.abspath(args.out), name)
+                r = run(case, tool, args.device, keep)
                 rows.setdefault(f"{case}:{tool}", []).append(r)
                 if "error" in r:
                     lines.append(f"| {case} | {tool} | {k + 1} | error: "

@@ -5,8 +5,10 @@ usage: python benchmarks/gpu_issue28.py OUT [--skip dynamic,effnet,tc]
 
 dynamic  ResNet-style CNN (conv, BatchNorm, residual blocks, pooling, head; c=32, 32x32) in
          eval mode with a mark_dynamic batch, example batch 64: precompile (cold), eager's
-         first call, load + first call at batch 64 and at batch 17 (path, reason, kernels
-         benchmarked at the first call), torch.compile(dynamic=True) cold first call.
+         first call and load + first call at batch 64 alternating, 3 each (`import_s`: the
+         import of precompile_nb inside load_s), load + first call at batch 17 (path, reason,
+         kernels benchmarked at the first call), a load under cProfile (`load_top`: its
+         functions of most inclusive time), torch.compile(dynamic=True) cold first call.
 effnet   timm efficientnet_b0 inference (batch 8, 224x224): precompile, then eager's first
          call and load + first call, each under torch.profiler (the top ops of the first
          call, CPU and CUDA time), with load's own stages; and a second call of each.
@@ -131,8 +133,18 @@ data = open(OUT + "/{kind}.cache", "rb").read()
 file_s = time.perf_counter() - t
 t = time.perf_counter()
 from precompile_nb import precompile
+import_s = time.perf_counter() - t
+import cProfile, pstats
+prof = cProfile.Profile() if {cprofile} else None
+if prof: prof.enable()
 f = precompile.load(code, data)
+if prof: prof.disable()
 load_s = time.perf_counter() - t
+load_top = []
+if prof:  # load's functions of most inclusive time (cProfile inflates them)
+    rows = [(f"{{os.path.basename(k[0])}}:{{k[1]}}:{{k[2]}}", v[1], v[3])
+            for k, v in pstats.Stats(prof).stats.items()]
+    load_top = [[r[0], r[1], round(r[2], 4)] for r in sorted(rows, key=lambda r: -r[2])[:40]]
 count_autotuning()  # if the load imported Inductor
 if {profile}:
     from torch.profiler import ProfilerActivity, profile
@@ -145,7 +157,8 @@ second, _ = sync_time(lambda: f(m, x))
 with torch.no_grad():
     ref = m(x)
 st = f.__precompile_load__
-print(json.dumps({{"file_read_s": file_s, "load_s": load_s, "first_call_s": first,
+print(json.dumps({{"file_read_s": file_s, "import_s": import_s, "load_top": load_top,
+                  "load_s": load_s, "first_call_s": first,
                   "second_call_s": second, "path": st["path"], "reason": st["reason"],
                   "stages": st["seconds"], "cache_mb": len(data) / 1e6,
                   "autotune_runs": autotune_runs, "top_ops": ops,
@@ -193,11 +206,18 @@ def main() -> None:
     if "dynamic" not in skip:
         d = res["dynamic"] = {"cold": child(_COLD, out, kind="dynamic")}
         print("dynamic cold", d["cold"], flush=True)
-        d["eager_b64"] = child(_EAGER, out, kind="dynamic", batch=64, profile=False)
-        for b in (64, 17):
-            d[f"load_b{b}"] = child(_LOAD, out, kind="dynamic", batch=b, profile=False)
-            print(f"dynamic load b{b}", {k: v for k, v in d[f"load_b{b}"].items()
-                                          if k != "top_ops"}, flush=True)
+        for r in range(3):  # alternating: a first call's time spreads between processes
+            d[f"eager_b64_r{r}"] = child(_EAGER, out, kind="dynamic", batch=64, profile=False)
+            d[f"load_b64_r{r}"] = child(_LOAD, out, kind="dynamic", batch=64, profile=False,
+                                        cprofile=False)
+        d["eager_b64"], d["load_b64"] = d["eager_b64_r0"], d["load_b64_r0"]
+        d["load_b17"] = child(_LOAD, out, kind="dynamic", batch=17, profile=False,
+                              cprofile=False)
+        d["load_b64_cprofile"] = child(_LOAD, out, kind="dynamic", batch=64, profile=False,
+                                       cprofile=True)
+        for k in ("load_b64", "load_b17"):
+            print(f"dynamic {k}", {a: v for a, v in d[k].items()
+                                   if a not in ("top_ops", "load_top")}, flush=True)
         save()
         if "tc" not in skip:
             d["tc_cold"] = child(_TC, out, kind="dynamic")
@@ -207,9 +227,10 @@ def main() -> None:
         print("effnet cold", e["cold"], flush=True)
         save()
         e["eager"] = child(_EAGER, out, kind="effnet", batch=8, profile=True)
-        e["load"] = child(_LOAD, out, kind="effnet", batch=8, profile=True)
+        e["load"] = child(_LOAD, out, kind="effnet", batch=8, profile=True, cprofile=False)
         save()
-        e["load_unprofiled"] = child(_LOAD, out, kind="effnet", batch=8, profile=False)
+        e["load_unprofiled"] = child(_LOAD, out, kind="effnet", batch=8, profile=False,
+                                    cprofile=False)
     save()
     text = report(res)
     print(text)
@@ -223,13 +244,18 @@ def report(res: dict) -> str:
     if d:
         lines.append("## mark_dynamic CNN (batch 64 example)")
         for k, v in d.items():
-            v = {kk: vv for kk, vv in v.items() if kk != "top_ops"}
+            v = {kk: vv for kk, vv in v.items() if kk not in ("top_ops", "load_top")}
             lines.append(f"- {k}: {json.dumps(v)[:900]}")
-        eager = d.get("eager_b64", {}).get("first_call_s")
-        load = d.get("load_b64", {})
-        if eager and "load_s" in load:
-            lines.append(f"- load + first call / eager first call: "
-                         f"{(load['load_s'] + load['first_call_s']) / eager:.2f}")
+        eagers = sorted(v["first_call_s"] for k, v in d.items()
+                        if k.startswith("eager_b64_r") and "first_call_s" in v)
+        loads = sorted(v["load_s"] + v["first_call_s"] for k, v in d.items()
+                       if k.startswith("load_b64_r") and "load_s" in v)
+        if eagers and loads:
+            med = lambda xs: xs[len(xs) // 2]  # noqa: E731
+            lines.append(f"- load + first call / eager first call (medians of "
+                         f"{len(loads)} / {len(eagers)} fresh processes): "
+                         f"{med(loads):.3f} / {med(eagers):.3f} s = "
+                         f"{med(loads) / med(eagers):.2f}")
     e = res.get("effnet")
     if e:
         lines.append("## efficientnet_b0 inference (batch 8)")

@@ -4,6 +4,10 @@ channels_last costs seconds in every fresh process. The choice itself is applied
 (benchmarks/conv_layout.py measures it on the GPU); here, what the rule recognises."""
 from __future__ import annotations
 
+import contextlib
+import copy
+import re
+
 import torch
 from torch import nn
 from torch.fx.experimental.proxy_tensor import make_fx
@@ -58,3 +62,87 @@ def test_the_users_layout_setting_reaches_inductor_for_a_training_graph(monkeypa
         precompile(step, m, x)
     precompile(step, m, x)
     assert seen == [not default, default], seen
+
+
+# ---- Note [backward convolutions see channels_last] ------------------------------------------
+
+def _cnn() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                         nn.Conv2d(8, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+                         nn.Flatten(), nn.Linear(8, 4))
+
+
+def _training_inputs(m: nn.Module, x: torch.Tensor) -> list[torch.Tensor]:
+    return [x, *m.parameters(), *m.buffers()]
+
+
+def _training_graph(m: nn.Module, x: torch.Tensor) -> torch.fx.GraphModule:
+    """The step's graph with the module's tensors as inputs (a precompiled step's shape):
+    the two convolution weights' gradients."""
+    names = [n for n, _ in m.named_parameters()] + [n for n, _ in m.named_buffers()]
+
+    def step(x, *tensors):
+        state = dict(zip(names, tensors))
+        out = torch.func.functional_call(m, state, (x,))
+        return torch.autograd.grad(out.sum(), [state["0.weight"], state["3.weight"]])
+
+    return make_fx(step, tracing_mode="fake")(*_training_inputs(m, x))
+
+
+def _conv_backward_args(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
+    return [a for n in gm.graph.nodes if n.target is torch.ops.aten.convolution_backward.default
+            for a in n.args[:3] if isinstance(a, torch.fx.Node)]
+
+
+def test_backward_convolutions_read_channels_last_only_where_the_graph_computes_the_tensor():
+    gm = _training_graph(_cnn(), torch.randn(2, 3, 8, 8))
+    args = _conv_backward_args(gm)
+    assert args and all(a.meta["val"].is_contiguous() for a in args)
+    assert _compat.backward_convolutions_see_channels_last(gm, is_inference=True,
+                                                          layout_opt=False) == 0
+    changed = _compat.backward_convolutions_see_channels_last(gm, is_inference=True,
+                                                             layout_opt=True)
+    assert changed > 0
+    returned = set(next(n for n in gm.graph.nodes if n.op == "output").all_input_nodes)
+    for a in args:
+        val = a.meta["val"]
+        if a.op == "placeholder" or a in returned:
+            assert val.is_contiguous(), a  # the caller's strides, and eager's for a result
+        elif val.dim() == 4 and val.size(1) > 1 and val.shape[2:].numel() > 1:
+            assert val.is_contiguous(memory_format=torch.channels_last), a
+    assert sum(a.op != "placeholder" and a not in returned for a in args) >= changed
+
+
+def _nchw_buffers(source: str) -> list[tuple[str, ...]]:
+    """The 4-D buffers a generated module allocates in NCHW (channels and spatial size > 1)."""
+    return [b for b in re.findall(r"empty_strided_\w+\(\((\d+), (\d+), (\d+), (\d+)\), "
+                                  r"\((\d+), (\d+), (\d+), (\d+)\)", source)
+            if b[5] != "1" and int(b[1]) > 1 and int(b[2]) * int(b[3]) > 1]
+
+
+def test_a_graph_whose_backward_convolutions_read_channels_last_computes_eagers_values():
+    """Inductor (here on the CPU, C++ kernels) compiles the graph with the pass to the same
+    parameter gradients as eager's step, in eager's strides, with fewer NCHW copies."""
+    from torch._inductor.compile_fx import compile_fx, compile_fx_inner
+
+    x = torch.randn(2, 3, 8, 8)
+    m = _cnn()
+    gm = _training_graph(m, x)
+    m(x).sum().backward()
+    sources = {}
+    for marked in (False, True):
+        def inner(g, inputs, **kw):
+            with (_compat.backward_convolutions_in_channels_last(
+                    is_inference=kw.get("is_inference", False), layout_opt=kw.get("layout_opt"))
+                  if marked else contextlib.nullcontext()):
+                c = compile_fx_inner(g, inputs, **kw)
+            sources[marked] = c.source_code
+            return c
+
+        inputs = [t.detach().clone() for t in _training_inputs(m, x)]
+        got = compile_fx(copy.deepcopy(gm), inputs, inner_compile=inner)(*inputs)
+        for g, ref in zip(got, (m[0].weight.grad, m[3].weight.grad)):
+            assert g.stride() == ref.stride()
+            torch.testing.assert_close(g, ref, rtol=1e-4, atol=1e-4)
+    assert len(_nchw_buffers(sources[True])) < len(_nchw_buffers(sources[False])), sources

@@ -10,11 +10,12 @@ The door is one package: `from . import _compat` and `_compat.NAME` reach every 
 of its modules holds it:
   tracing.py   capture: make_fx, fake tensors, symbolic sizes, marks, autocast, RNG, DTensor
   inductor.py  lowering and the compile-path load: AOTAutograd + Inductor, caches, Triton
+  conv_layout.py  which convolution layouts Inductor is given (CUDA), at lowering
   parallel.py  capture of data parallelism: FSDP2's states and hooks, DDP's settings
   warm.py      the warm load, without the compiler stack
   realdata.py  data guards: fake tensors with real values, the decisions taken from them
   answers.py   what torch's compiler flags answer on the tracing thread while capture traces
-warm and inductor are imported with the door (a load runs on them); tracing, parallel,
+warm, inductor and conv_layout are imported with the door (a load runs on them); tracing, parallel,
 realdata and answers at the first use of one of their names (`_LAZY`).
 """
 from __future__ import annotations
@@ -25,10 +26,14 @@ from typing import Any
 
 import torch
 
+from .conv_layout import (  # noqa: F401 - the door re-exports
+    backward_convolutions_in_channels_last,
+    backward_convolutions_see_channels_last,
+    has_depthwise_conv_and_no_backward,
+)
 from .inductor import (  # noqa: F401 - the door re-exports
     SKIP_CACHE_PARTS,
     autotune_now,
-    has_depthwise_conv_and_no_backward,
     in_process_kernel_loads,
     inductor_cache_dir,
     inductor_compile,

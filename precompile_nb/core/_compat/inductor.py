@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from .conv_layout import backward_convolutions_in_channels_last, nchw_for_first_call
 from .warm import light_inductor_cache_dir
 
 
@@ -73,57 +74,23 @@ def inductor_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
 
     def inner(inner_gm, inner_inputs, **kwargs):
         seen["gm"] = inner_gm
-        compiled = compile_fx_inner(inner_gm, inner_inputs, **kwargs)
+        layouts = backward_convolutions_in_channels_last(  # Note [backward convolutions
+            is_inference=kwargs.get("is_inference", False),  # see channels_last]
+            layout_opt=kwargs.get("layout_opt")) if cuda else contextlib.nullcontext()
+        with layouts:
+            compiled = compile_fx_inner(inner_gm, inner_inputs, **kwargs)
         seen["source"] = compiled.source_code  # 2.11-2.14: CompiledFxGraph.source_code
         return compiled
 
-    layout = {"layout_optimization": False} if dynamic or _nchw_for_first_call(
+    layout = {"layout_optimization": False} if dynamic or nchw_for_first_call(
         gm, example_inputs) else {}
+    cuda = any(isinstance(t, torch.Tensor) and t.device.type == "cuda" for t in example_inputs)
     _alpha_as_mul(gm)
     with same_kernel_keys(), inductor_config.patch(layout), data_bound_scatters_kept():
         compiled = compile_fx(gm, list(example_inputs), inner_compile=inner)
     if "source" not in seen:
         raise RuntimeError("precompile_nb internal error: Inductor produced no module source")
     return seen["source"], seen["gm"], compiled
-
-
-def _nchw_for_first_call(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> bool:
-    """Note [depthwise convolutions keep NCHW]: a CUDA inference graph with a depthwise
-    convolution is compiled with Inductor's layout optimization off (unless the user forces
-    it: config.force_layout_optimization). With it on, Inductor runs the convolutions in
-    channels_last, and cuDNN's first call of those convolutions in a process costs seconds
-    (H200, cuDNN 9, timm efficientnet_b0 batch 8: eager's own first call 0.74 s in NCHW,
-    2.51 s in channels_last): a warm load's first call paid 1.98 s against 0.25 s in NCHW,
-    with the steady call no slower (2.70 vs 2.85 ms; benchmarks/conv_layout.py). Graphs with
-    a backward keep Inductor's choice: for efficientnet_b0's training step the same trade
-    goes the other way (`conv_layout.py --workload train`): NCHW starts 1.39 s after load
-    against 3.06 s, but each step takes 25.7 ms against 17.2 ms in channels_last, a loss
-    that a training run pays every step. Writing the depthwise convolutions as generated code
-    instead (no cuDNN call at all) was tried and costs more than it saves: convnext_tiny's
-    precompile went from 17 s to 204 s (benchmarks/depthwise_as_code.py says how)."""
-    from torch._inductor import config as inductor_config
-
-    if inductor_config.force_layout_optimization or not any(
-            isinstance(t, torch.Tensor) and t.device.type == "cuda" for t in example_inputs):
-        return False
-    return has_depthwise_conv_and_no_backward(gm)
-
-
-def has_depthwise_conv_and_no_backward(gm: torch.fx.GraphModule) -> bool:
-    """A convolution whose groups equal its input channels (weight [C_out, 1, kh, kw],
-    groups > 1), and no convolution_backward: an inference graph of a depthwise CNN."""
-    aten = torch.ops.aten
-    depthwise = False
-    for n in gm.graph.nodes:
-        if n.op != "call_function":
-            continue
-        if n.target is aten.convolution_backward.default:
-            return False
-        if n.target is aten.convolution.default and len(n.args) > 8:
-            w = n.args[1].meta.get("val") if isinstance(n.args[1], torch.fx.Node) else None
-            depthwise |= (isinstance(w, torch.Tensor) and w.dim() >= 3 and w.size(1) == 1
-                          and isinstance(n.args[8], int) and n.args[8] > 1)
-    return depthwise
 
 
 def _alpha_as_mul(gm: torch.fx.GraphModule) -> None:

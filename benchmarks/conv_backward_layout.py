@@ -1,0 +1,130 @@
+"""What Note [backward convolutions see channels_last] changes on CNN training steps: the
+precompile with the note (`after`) and without it (`before`: the graph's metadata as make_fx
+traced it), against torch.compile (`tc`), each in a fresh process with empty compiler caches;
+CUDA only.
+
+usage: python benchmarks/conv_backward_layout.py OUT [--models tv_resnet18,timm_resnet]
+           [--variants before,after,tc] [--steps 30]
+
+Per zoo model (`real` size, its training step) and variant: cold time (precompile, or
+torch.compile's compile + first call), the Triton kernels autotuned and the configurations
+benchmarked, the 4-D buffers the generated code allocates in NCHW (channels > 1, spatial > 1),
+the steady step (median of --steps calls, synchronized) and eager's steady step in the same
+process, and the first step's loss against eager's on a copy of the model.
+Writes OUT/conv_backward_layout.json and OUT/conv_backward_layout.md (also printed).
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from gpu_issue28 import child  # noqa: E402 (the fresh-process runner, empty caches)
+
+_CHILD = r"""
+import copy, json, os, re, statistics, sys, time, warnings
+warnings.simplefilter("ignore")
+sys.path[:0] = [{root!r}, {bench!r}]
+import torch
+torch.cuda.init(); torch.zeros(1, device="cuda"); torch.cuda.synchronize()
+from zoo import models
+spec = models.build({model!r}, "real", "cuda")
+m = spec.model.train()
+args, fn = list(spec.args["train"]), spec.fns["train"]
+m_ref = copy.deepcopy(m)
+from torch._inductor.runtime import triton_heuristics as th
+tuned = []
+_bench = th.CachingAutotuner.benchmark_all_configs
+def counted(self, *a, **k):
+    tuned.append(len(getattr(self, "launchers", None) or ()))
+    return _bench(self, *a, **k)
+th.CachingAutotuner.benchmark_all_configs = counted
+sources = []
+from torch._inductor.codecache import PyCodeCache
+_load = PyCodeCache.load_by_key_path.__func__
+def keep(cls, key, path, *a, **k):
+    text = open(path).read()
+    if "def call(" in text:
+        sources.append(text)
+    return _load(cls, key, path, *a, **k)
+PyCodeCache.load_by_key_path = classmethod(keep)
+def sync_time(f):
+    t = time.perf_counter(); out = f(); torch.cuda.synchronize(); return time.perf_counter() - t, out
+def steady(f, n={steps}):
+    return statistics.median(sync_time(f)[0] for _ in range(n))
+def first_tensor(out):
+    while isinstance(out, (tuple, list)):
+        out = out[0]
+    return out
+variant = {variant!r}
+t = time.perf_counter()
+if variant == "tc":
+    f = torch.compile(fn)
+    first = f(m, *args); torch.cuda.synchronize()
+else:
+    from precompile_nb import precompile
+    if variant == "before":
+        import precompile_nb.core._compat.inductor as ind
+        ind.backward_convolutions_see_channels_last = lambda gm, **k: 0
+    code, cache = precompile(fn, m, *args)
+    cold = time.perf_counter() - t
+    sources = [code]
+    f = precompile.load(code, cache)
+    first = f(m, *args); torch.cuda.synchronize()
+cold = cold if variant != "tc" else time.perf_counter() - t
+# the first step against eager's on the copy taken before it
+ref = first_tensor(fn(m_ref, *args))
+err = (first_tensor(first).float() - ref.float()).abs().max().item()
+nb_steady = steady(lambda: f(m, *args))
+eager_steady = steady(lambda: fn(m_ref, *args))
+nchw = 0
+for src in sources:
+    for g in re.finditer(r"empty_strided_cuda\(\((\d+), (\d+), (\d+), (\d+)\), "
+                         r"\((\d+), (\d+), (\d+), (\d+)\)", src):
+        nchw += (g.group(6) != "1" and int(g.group(2)) > 1
+                 and int(g.group(3)) * int(g.group(4)) > 1)
+print(json.dumps({{"cold_s": cold, "autotuned": len(tuned), "configs": sum(tuned),
+                  "nchw_buffers": nchw, "steady_ms": nb_steady * 1e3,
+                  "eager_steady_ms": eager_steady * 1e3, "first_step_err": err}}))
+"""
+
+
+def main() -> None:
+    out = os.path.abspath(sys.argv[1])
+    opt = dict(zip(sys.argv[2::2], sys.argv[3::2]))
+    names = opt.get("--models", "tv_resnet18,timm_resnet").split(",")
+    variants = opt.get("--variants", "before,after,tc").split(",")
+    steps = int(opt.get("--steps", "30"))
+    os.makedirs(out, exist_ok=True)
+    res: dict = {}
+    for name in names:
+        for v in variants:
+            r = child(_CHILD, out, timeout=600, model=name, variant=v, steps=steps)
+            res.setdefault(name, {})[v] = r
+            print(name, v, r, flush=True)
+            with open(os.path.join(out, "conv_backward_layout.json"), "w") as f:
+                json.dump(res, f, indent=1)
+    lines = ["| model | variant | cold s | cold / tc | kernels autotuned | configs | NCHW buffers "
+             "| steady ms | steady / tc | eager steady ms | first-step max err |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for name, rows in res.items():
+        tc = rows.get("tc", {})
+        for v, r in rows.items():
+            if "error" in r:
+                lines.append(f"| {name} | {v} | error: {r['error'][-200:]!r} |")
+                continue
+            ratio = (lambda k: f"{r[k] / tc[k]:.2f}" if tc.get(k) else "-")
+            lines.append(f"| {name} | {v} | {r['cold_s']:.1f} | {ratio('cold_s')} | "
+                         f"{r['autotuned']} | {r['configs']} | {r['nchw_buffers']} | "
+                         f"{r['steady_ms']:.2f} | {ratio('steady_ms')} | "
+                         f"{r['eager_steady_ms']:.2f} | {r['first_step_err']:.2e} |")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    with open(os.path.join(out, "conv_backward_layout.md"), "w") as f:
+        f.write(text)
+
+
+if __name__ == "__main__":
+    main()

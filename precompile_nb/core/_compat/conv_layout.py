@@ -1,0 +1,143 @@
+"""torch internals of convolution layouts at lowering: which CUDA graphs keep eager's NCHW
+(Note [depthwise convolutions keep NCHW]) and the strides a training graph's backward
+convolutions are traced with (Note [backward convolutions see channels_last]); checked on
+2.11 (GPU), 2.13 and 2.15.
+"""
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import torch
+
+
+def nchw_for_first_call(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> bool:
+    """Note [depthwise convolutions keep NCHW]: a CUDA inference graph with a depthwise
+    convolution is compiled with Inductor's layout optimization off (unless the user forces
+    it: config.force_layout_optimization). With it on, Inductor runs the convolutions in
+    channels_last, and cuDNN's first call of those convolutions in a process costs seconds
+    (H200, cuDNN 9, timm efficientnet_b0 batch 8: eager's own first call 0.74 s in NCHW,
+    2.51 s in channels_last): a warm load's first call paid 1.98 s against 0.25 s in NCHW,
+    with the steady call no slower (2.70 vs 2.85 ms; benchmarks/conv_layout.py). Graphs with
+    a backward keep Inductor's choice: for efficientnet_b0's training step the same trade
+    goes the other way (`conv_layout.py --workload train`): NCHW starts 1.39 s after load
+    against 3.06 s, but each step takes 25.7 ms against 17.2 ms in channels_last, a loss
+    that a training run pays every step. Writing the depthwise convolutions as generated code
+    instead (no cuDNN call at all) was tried and costs more than it saves: convnext_tiny's
+    precompile went from 17 s to 204 s (benchmarks/depthwise_as_code.py says how)."""
+    from torch._inductor import config as inductor_config
+
+    if inductor_config.force_layout_optimization or not any(
+            isinstance(t, torch.Tensor) and t.device.type == "cuda" for t in example_inputs):
+        return False
+    return has_depthwise_conv_and_no_backward(gm)
+
+
+def has_depthwise_conv_and_no_backward(gm: torch.fx.GraphModule) -> bool:
+    """A convolution whose groups equal its input channels (weight [C_out, 1, kh, kw],
+    groups > 1), and no convolution_backward: an inference graph of a depthwise CNN."""
+    aten = torch.ops.aten
+    depthwise = False
+    for n in gm.graph.nodes:
+        if n.op != "call_function":
+            continue
+        if n.target is aten.convolution_backward.default:
+            return False
+        if n.target is aten.convolution.default and len(n.args) > 8:
+            w = n.args[1].meta.get("val") if isinstance(n.args[1], torch.fx.Node) else None
+            depthwise |= (isinstance(w, torch.Tensor) and w.dim() >= 3 and w.size(1) == 1
+                          and isinstance(n.args[8], int) and n.args[8] > 1)
+    return depthwise
+
+
+# Note [backward convolutions see channels_last]
+#   precompile hands Inductor one graph holding a training step's forward and backward.
+#   With layout optimization on (Inductor's choice for a CNN), Inductor runs the forward
+#   convolutions in channels_last, but keeps every tensor that a convolution_backward reads
+#   in the strides the graph was traced with (GraphLowering.run_node's need_fixed_layout, and
+#   constrain_to_fx_strides on 2.11), and make_fx traced them as eager computes them: NCHW.
+#   So each such tensor existed in both layouts: an NCHW copy of every convolution weight
+#   (its bfloat16 cast under autocast), transposes of activations and gradients, and the
+#   batch-norm gradient reductions over mixed layouts that Inductor can only tune by trying
+#   six configurations (resnet50 training step on the H200: 45 NCHW buffers, 24 transposing
+#   kernels, 98 kernels autotuned over 372 configurations; torch.compile's: 2 NCHW buffers,
+#   74 kernels over 163 configurations, benchmarks/cold_split.py --sources). torch.compile
+#   does not meet this: its backward graph is traced from the compiled forward's outputs,
+#   channels_last. Here, before Inductor lowers a CUDA graph it will lay out in channels_last,
+#   the 4-D tensors a convolution_backward reads are given channels_last strides in the
+#   graph's metadata, when they are computed inside the graph (not inputs: their strides are
+#   the caller's) and not returned (a result keeps eager's strides). Only the metadata
+#   changes: values, and the strides of every result, are as before. It runs as Inductor's
+#   last post-grad pass (config.post_grad_custom_post_pass): Inductor propagates fake tensors
+#   through the graph again when it starts (2.11-2.15: fake_tensor_prop in
+#   _InProcessFxCompile), which would undo a change made before. A user's own pass there
+#   wins: then nothing is changed.
+
+@contextlib.contextmanager
+def backward_convolutions_in_channels_last(*, is_inference: bool,
+                                           layout_opt: bool | None) -> Iterator[None]:
+    """While Inductor compiles one graph: Note [backward convolutions see channels_last], as
+    Inductor's post-grad custom pass (2.11-2.15: config.post_grad_custom_post_pass, a
+    CustomGraphPass whose uuid keys Inductor's graph cache), unless the user set one."""
+    from torch._inductor import config
+
+    if config.post_grad_custom_post_pass is not None:
+        yield
+        return
+    with config.patch(post_grad_custom_post_pass=_channels_last_pass(is_inference, layout_opt)):
+        yield
+
+
+def _channels_last_pass(is_inference: bool, layout_opt: bool | None) -> Any:
+    from torch._inductor.custom_graph_pass import CustomGraphPass
+
+    class BackwardConvolutionsSeeChannelsLast(CustomGraphPass):
+        def __call__(self, graph: torch.fx.Graph) -> None:
+            backward_convolutions_see_channels_last(
+                graph.owning_module, is_inference=is_inference, layout_opt=layout_opt)
+
+        def uuid(self) -> Any:
+            return ("precompile_nb: backward convolutions see channels_last, 1",
+                    is_inference, layout_opt)
+
+    return BackwardConvolutionsSeeChannelsLast()
+
+
+def backward_convolutions_see_channels_last(gm: torch.fx.GraphModule, *, is_inference: bool,
+                                            layout_opt: bool | None = None) -> int:
+    """Note [backward convolutions see channels_last]: in place, on the graph Inductor is about
+    to compile (2.11-2.15: GraphLowering.decide_layout_opt, as Inductor decides it, unless
+    `layout_opt` says); returns how many nodes' strides it changed."""
+    from torch._inductor.graph import GraphLowering
+    from torch._prims_common import make_channels_last_strides_for
+
+    aten = torch.ops.aten
+    backward = [n for n in gm.graph.nodes
+                if n.op == "call_function" and n.target is aten.convolution_backward.default]
+    if not backward:
+        return 0
+    if layout_opt is None:
+        layout_opt = GraphLowering.decide_layout_opt(gm, is_inference=is_inference)
+    if not layout_opt:
+        return 0
+    out = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
+    returned = set(out.all_input_nodes)
+    changed = 0
+    for conv in backward:
+        for arg in conv.args[:3]:  # grad_output, input, weight
+            if not isinstance(arg, torch.fx.Node) or arg.op == "placeholder" or arg in returned:
+                continue
+            val = arg.meta.get("val")
+            if not (isinstance(val, torch.Tensor) and val.dim() == 4 and val.is_contiguous()
+                    and not val.is_contiguous(memory_format=torch.channels_last)):
+                continue
+            fake_mode = getattr(val, "fake_mode", None)
+            if fake_mode is None or any(not isinstance(s, int) for s in val.shape):
+                continue
+            with fake_mode:
+                arg.meta["val"] = torch.empty_strided(
+                    val.shape, make_channels_last_strides_for(val.shape), dtype=val.dtype,
+                    device=val.device, requires_grad=val.requires_grad)
+            changed += 1
+    return changed
