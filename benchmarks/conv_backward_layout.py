@@ -1,12 +1,12 @@
 """What Note [backward convolutions see channels_last] changes on CNN training steps: the
 precompile with the note (`after`) and without it (`before`: the graph's metadata as make_fx
-traced it), against torch.compile (`tc`), each in a fresh process with empty compiler caches;
-CUDA only.
+traced it), against torch.compile (`tc`), each in a fresh process with empty compiler caches.
 
 usage: python benchmarks/conv_backward_layout.py OUT [--models tv_resnet18,timm_resnet]
-           [--variants before,after,tc] [--steps 30]
+           [--variants before,after,tc] [--steps 30] [--device cuda|cpu] [--size real|tiny]
 
-Per zoo model (`real` size, its training step) and variant: cold time (precompile, or
+Per zoo model (`real` size on CUDA by default, `tiny` on CPU; its training step; a name of
+benchmarks/workloads.py, e.g. cnn_bn_train, works too) and variant: cold time (precompile, or
 torch.compile's compile + first call), the Triton kernels autotuned and the configurations
 benchmarked, the 4-D buffers the generated code allocates in NCHW (channels > 1, spatial > 1),
 the steady step (median of --steps calls, synchronized) and eager's steady step in the same
@@ -22,17 +22,19 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from gpu_issue28 import child  # noqa: E402 (the fresh-process runner, empty caches)
+from warm_first_call import DEVICE_START  # noqa: E402
 
-_CHILD = r"""
-import copy, json, os, re, statistics, sys, time, warnings
-warnings.simplefilter("ignore")
-sys.path[:0] = [{root!r}, {bench!r}]
-import torch
-torch.cuda.init(); torch.zeros(1, device="cuda"); torch.cuda.synchronize()
-from zoo import models
-spec = models.build({model!r}, "real", "cuda")
-m = spec.model.train()
-args, fn = list(spec.args["train"]), spec.fns["train"]
+_CHILD = DEVICE_START + r"""
+import copy, re, statistics
+if {model!r} in ("cnn_bn_train",):
+    from workloads import build
+    w = build({model!r}, DEVICE)
+    m, args, fn = w.args[0].train(), list(w.args[1:]), w.fn
+else:
+    from zoo import models
+    spec = models.build({model!r}, {size!r}, DEVICE)
+    m = spec.model.train()
+    args, fn = list(spec.args["train"]), spec.fns["train"]
 m_ref = copy.deepcopy(m)
 from torch._inductor.runtime import triton_heuristics as th
 tuned = []
@@ -50,8 +52,9 @@ def keep(cls, key, path, *a, **k):
         sources.append(text)
     return _load(cls, key, path, *a, **k)
 PyCodeCache.load_by_key_path = classmethod(keep)
+sync = torch.cuda.synchronize if DEVICE == "cuda" else (lambda: None)
 def sync_time(f):
-    t = time.perf_counter(); out = f(); torch.cuda.synchronize(); return time.perf_counter() - t, out
+    t = time.perf_counter(); out = f(); sync(); return time.perf_counter() - t, out
 def steady(f, n={steps}):
     return statistics.median(sync_time(f)[0] for _ in range(n))
 def first_tensor(out):
@@ -62,17 +65,18 @@ variant = {variant!r}
 t = time.perf_counter()
 if variant == "tc":
     f = torch.compile(fn)
-    first = f(m, *args); torch.cuda.synchronize()
+    first = f(m, *args); sync()
 else:
     from precompile_nb import precompile
     if variant == "before":
+        import contextlib
         import precompile_nb.core._compat.inductor as ind
-        ind.backward_convolutions_see_channels_last = lambda gm, **k: 0
+        ind.backward_convolutions_in_channels_last = lambda **k: contextlib.nullcontext()
     code, cache = precompile(fn, m, *args)
     cold = time.perf_counter() - t
     sources = [code]
     f = precompile.load(code, cache)
-    first = f(m, *args); torch.cuda.synchronize()
+    first = f(m, *args); sync()
 cold = cold if variant != "tc" else time.perf_counter() - t
 # the first step against eager's on the copy taken before it
 ref = first_tensor(fn(m_ref, *args))
@@ -81,7 +85,7 @@ nb_steady = steady(lambda: f(m, *args))
 eager_steady = steady(lambda: fn(m_ref, *args))
 nchw = 0
 for src in sources:
-    for g in re.finditer(r"empty_strided_cuda\(\((\d+), (\d+), (\d+), (\d+)\), "
+    for g in re.finditer(r"empty_strided_\w+\(\((\d+), (\d+), (\d+), (\d+)\), "
                          r"\((\d+), (\d+), (\d+), (\d+)\)", src):
         nchw += (g.group(6) != "1" and int(g.group(2)) > 1
                  and int(g.group(3)) * int(g.group(4)) > 1)
@@ -97,11 +101,14 @@ def main() -> None:
     names = opt.get("--models", "tv_resnet18,timm_resnet").split(",")
     variants = opt.get("--variants", "before,after,tc").split(",")
     steps = int(opt.get("--steps", "30"))
+    device = opt.get("--device", "cuda")
+    size = opt.get("--size", "real" if device == "cuda" else "tiny")
     os.makedirs(out, exist_ok=True)
     res: dict = {}
     for name in names:
         for v in variants:
-            r = child(_CHILD, out, timeout=600, model=name, variant=v, steps=steps)
+            r = child(_CHILD, out, timeout=1800, model=name, variant=v, steps=steps,
+                      device=device, size=size)
             res.setdefault(name, {})[v] = r
             print(name, v, r, flush=True)
             with open(os.path.join(out, "conv_backward_layout.json"), "w") as f:

@@ -42,7 +42,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
-_PRELUDE = r"""
+# a child's start: the repository and benchmarks/ first, then the device ready (CUDA started,
+# or one CPU thread); also conv_backward_layout.py's
+DEVICE_START = r"""
 import json, os, sys, time, warnings
 warnings.simplefilter("ignore")
 sys.path[:0] = [{root!r}, {bench!r}]
@@ -52,6 +54,9 @@ if DEVICE == "cuda":
     torch.cuda.init(); torch.zeros(1, device="cuda"); torch.cuda.synchronize()
 else:
     torch.set_num_threads(1)
+"""
+
+_PRELUDE = DEVICE_START + r"""
 from zoo import models
 spec = models.build({model!r}, {size!r}, DEVICE)
 W = {workload!r}

@@ -146,3 +146,41 @@ def test_a_graph_whose_backward_convolutions_read_channels_last_computes_eagers_
             assert g.stride() == ref.stride()
             torch.testing.assert_close(g, ref, rtol=1e-4, atol=1e-4)
     assert len(_nchw_buffers(sources[True])) < len(_nchw_buffers(sources[False])), sources
+
+
+def sgd_step(lr: float, autocast: str | None = None):
+    """A training step with SGD inside fn (no gradient is returned), optionally under
+    autocast (bfloat16) on the device named."""
+    def step(m, x):
+        with (torch.autocast(autocast, dtype=torch.bfloat16) if autocast
+              else contextlib.nullcontext()):
+            loss = m(x).float().square().mean()
+        loss.backward()
+        with torch.no_grad():
+            for p in m.parameters():
+                p.sub_(lr * p.grad)
+                p.grad = None
+        return loss
+    return step
+
+
+def assert_one_layout_and_eagers_steps(m_ref: nn.Module, x: torch.Tensor, step, tol: float):
+    """The precompiled `step` allocates no NCHW 4-D buffer (Note [backward convolutions see
+    channels_last]), and three steps of it match eager's, losses and parameters."""
+    from precompile_nb import precompile
+    from precompile_nb.core import build
+
+    art = build(step, copy.deepcopy(m_ref), x)
+    assert _nchw_buffers(art.python_code) == []
+    f = precompile.load(art.python_code, art.cache)
+    m_nb = copy.deepcopy(m_ref)
+    for _ in range(3):
+        torch.testing.assert_close(f(m_nb, x), step(m_ref, x), rtol=tol, atol=tol)
+    for p, q in zip(m_nb.parameters(), m_ref.parameters()):
+        torch.testing.assert_close(p, q, rtol=tol, atol=tol)
+
+
+def test_a_precompiled_cnn_training_step_keeps_one_layout_of_each_tensor_and_eagers_steps():
+    """What a user gets on the CPU: the precompiled step allocates no NCHW copy for its
+    backward convolutions, and its steps match eager's."""
+    assert_one_layout_and_eagers_steps(_cnn(), torch.randn(4, 3, 8, 8), sgd_step(0.1), 1e-4)

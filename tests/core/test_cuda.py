@@ -155,7 +155,7 @@ def test_cuda_cnn_training_step_keeps_one_channels_last_copy_of_each_tensor():
     BatchNorm, SGD inside fn) that Inductor lays out channels_last allocates no NCHW
     activation, gradient or weight copy for its backward convolutions (before: one per
     convolution), and its steps match eager's."""
-    import re
+    from tests.core.test_conv_layout import assert_one_layout_and_eagers_steps, sgd_step
 
     torch.manual_seed(0)
     c = 32
@@ -164,27 +164,5 @@ def test_cuda_cnn_training_step_keeps_one_channels_last_copy_of_each_tensor():
         torch.nn.Conv2d(c, c, 3, padding=1), torch.nn.BatchNorm2d(c), torch.nn.ReLU(),
         torch.nn.Conv2d(c, c, 3, padding=1), torch.nn.AdaptiveAvgPool2d(1),
         torch.nn.Flatten(), torch.nn.Linear(c, 10)).cuda()
-    x = torch.randn(16, 3, 32, 32, device="cuda")
-
-    def step(m, x):
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = m(x).float().square().mean()
-        loss.backward()
-        with torch.no_grad():
-            for p in m.parameters():
-                p.sub_(0.01 * p.grad)
-                p.grad = None
-        return loss
-
-    art = build(step, copy.deepcopy(m_ref), x)
-    nchw = [m.group(0) for m in re.finditer(
-        r"empty_strided_cuda\(\((\d+), (\d+), (\d+), (\d+)\), \((\d+), (\d+), (\d+), (\d+)\)",
-        art.python_code)
-        if m.group(6) != "1" and int(m.group(2)) > 1 and int(m.group(3)) * int(m.group(4)) > 1]
-    assert nchw == [], nchw
-    f = precompile.load(art.python_code, art.cache)
-    m_nb = copy.deepcopy(m_ref)
-    for _ in range(3):
-        torch.testing.assert_close(f(m_nb, x), step(m_ref, x), rtol=2e-2, atol=2e-2)
-    for p, q in zip(m_nb.parameters(), m_ref.parameters()):
-        torch.testing.assert_close(p, q, rtol=2e-2, atol=2e-2)
+    assert_one_layout_and_eagers_steps(m_ref, torch.randn(16, 3, 32, 32, device="cuda"),
+                                       sgd_step(0.01, autocast="cuda"), 2e-2)

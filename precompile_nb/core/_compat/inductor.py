@@ -74,17 +74,15 @@ def inductor_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
 
     def inner(inner_gm, inner_inputs, **kwargs):
         seen["gm"] = inner_gm
-        layouts = backward_convolutions_in_channels_last(  # Note [backward convolutions
-            is_inference=kwargs.get("is_inference", False),  # see channels_last]
-            layout_opt=kwargs.get("layout_opt")) if cuda else contextlib.nullcontext()
-        with layouts:
+        with backward_convolutions_in_channels_last(  # Note [backward convolutions see
+                is_inference=kwargs.get("is_inference", False),  # channels_last]
+                layout_opt=kwargs.get("layout_opt")):
             compiled = compile_fx_inner(inner_gm, inner_inputs, **kwargs)
         seen["source"] = compiled.source_code  # 2.11-2.14: CompiledFxGraph.source_code
         return compiled
 
     layout = {"layout_optimization": False} if dynamic or nchw_for_first_call(
         gm, example_inputs) else {}
-    cuda = any(isinstance(t, torch.Tensor) and t.device.type == "cuda" for t in example_inputs)
     _alpha_as_mul(gm)
     with same_kernel_keys(), inductor_config.patch(layout), data_bound_scatters_kept():
         compiled = compile_fx(gm, list(example_inputs), inner_compile=inner)
