@@ -52,31 +52,31 @@ def has_depthwise_conv_and_no_backward(gm: torch.fx.GraphModule) -> bool:
 
 
 # Note [backward convolutions see channels_last]
-#   precompile hands Inductor one graph holding a training step's forward and backward.
-#   With layout optimization on (Inductor's choice for a CNN), Inductor runs the forward
-#   convolutions in channels_last, but keeps every tensor that a convolution_backward reads
-#   in the strides the graph was traced with (GraphLowering.run_node's need_fixed_layout, and
-#   constrain_to_fx_strides on 2.11), and make_fx traced them as eager computes them: NCHW.
-#   So each such tensor existed in both layouts: an NCHW copy of every convolution weight
-#   (its bfloat16 cast under autocast), transposes of activations and gradients, and the
-#   batch-norm gradient reductions over mixed layouts that Inductor can only tune by trying
-#   six configurations (resnet50 training step on the H200: 45 NCHW buffers, 24 transposing
-#   kernels, 98 kernels autotuned over 372 configurations; torch.compile's: 2 NCHW buffers,
-#   74 kernels over 163 configurations, benchmarks/cold_split.py --sources). torch.compile
-#   does not meet this: its backward graph is traced from the compiled forward's outputs,
-#   channels_last. Here, before Inductor lowers a graph it will lay out in channels_last,
-#   the 4-D tensors a convolution_backward reads are given channels_last strides in the
-#   graph's metadata, when they are computed inside the graph (not inputs: their strides are
-#   the caller's) and not returned (a result keeps eager's strides). Only the metadata
-#   changes: values, and the strides of every result, are as before. It runs as Inductor's
-#   last post-grad pass (config.post_grad_custom_post_pass): Inductor propagates fake tensors
-#   through the graph again when it starts (2.11-2.15: fake_tensor_prop in
-#   _InProcessFxCompile), which would undo a change made before. A user's own pass there
-#   wins: then nothing is changed. On the CPU too (oneDNN convolutions, C++ kernels): the
-#   benchmarks' CNN+BatchNorm training step takes 0.73-0.75 ms a step against 1.25-1.42 ms
-#   without it, compiling no slower; the zoo's tiny ResNet-18 step is level within its
-#   spread (167-189 against 165-216 ms), compiling in 53-63 s against 64-67 s
-#   (benchmarks/results/cpu_round8/, two runs of conv_backward_layout.py --device cpu).
+#   precompile hands Inductor one graph holding a training step's forward and backward. With
+#   layout optimization on (Inductor's choice for a CNN), Inductor runs the forward convolutions
+#   in channels_last, but keeps every tensor that a convolution_backward reads in the strides
+#   the graph was traced with (GraphLowering.run_node's need_fixed_layout, 2.11-2.15), and
+#   make_fx traced them as eager computes them: NCHW. So each such tensor existed in both
+#   layouts: an NCHW copy of every convolution weight (its bfloat16 cast under autocast),
+#   transposes of activations and gradients, and the batch-norm gradient reductions over mixed
+#   layouts that Inductor can only tune by trying six configurations (torchvision ResNet-50
+#   training step on the H200, the zoo's tv_resnet18 case at real size: 45 NCHW buffers, 24
+#   transposing kernels, 98 kernels autotuned over 372 configurations; torch.compile's: 2 NCHW
+#   buffers, 74 kernels over 163 configurations, benchmarks/cold_split.py --sources).
+#   torch.compile avoids this: its backward graph starts from the compiled forward's outputs,
+#   channels_last. Here, before Inductor lowers a graph it will lay out in channels_last, the
+#   4-D tensors a convolution_backward reads are given channels_last strides in the graph's
+#   metadata, when they are computed inside the graph (not inputs: their strides are the
+#   caller's) and not returned (a result keeps eager's strides). Only the metadata changes:
+#   values, and the strides of every result, are as before. It runs as Inductor's last post-grad
+#   pass (config.post_grad_custom_post_pass): Inductor propagates fake tensors through the graph
+#   again when it starts, which undoes a change made before (seen on 2.11 and 2.13: the first
+#   try, made before compile_fx_inner, changed nothing). A user's own pass there wins: then
+#   nothing is changed. On the CPU too (oneDNN convolutions, C++ kernels): the benchmarks'
+#   CNN+BatchNorm training step takes 0.73-0.75 ms a step against 1.25-1.42 ms without it,
+#   compiling no slower; the zoo's tiny ResNet-18 step is level within its spread (167-189
+#   against 165-216 ms), compiling in 53-63 s against 64-67 s (benchmarks/results/cpu_round8/,
+#   two runs of conv_backward_layout.py --device cpu).
 
 @contextlib.contextmanager
 def backward_convolutions_in_channels_last(*, is_inference: bool,
