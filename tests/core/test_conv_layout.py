@@ -184,3 +184,22 @@ def test_a_precompiled_cnn_training_step_keeps_one_layout_of_each_tensor_and_eag
     """What a user gets on the CPU: the precompiled step allocates no NCHW copy for its
     backward convolutions, and its steps match eager's."""
     assert_one_layout_and_eagers_steps(_cnn(), torch.randn(4, 3, 8, 8), sgd_step(0.1), 1e-4)
+
+
+def test_a_users_own_post_grad_pass_is_left_in_place_and_ours_added_otherwise():
+    """docs/differences.md: with the user's torch._inductor.config.post_grad_custom_post_pass
+    set, that pass runs and the layout pass does not; without it, the layout pass is set only
+    while one graph compiles."""
+    from torch._inductor import config
+
+    def users_pass(graph):
+        return None
+
+    with config.patch(post_grad_custom_post_pass=users_pass):
+        with _compat.backward_convolutions_in_channels_last(is_inference=True, layout_opt=None):
+            assert config.post_grad_custom_post_pass is users_pass
+    assert config.post_grad_custom_post_pass is None
+    with _compat.backward_convolutions_in_channels_last(is_inference=True, layout_opt=None):
+        ours = config.post_grad_custom_post_pass
+        assert ours is not None and ours.uuid() is not None
+    assert config.post_grad_custom_post_pass is None
