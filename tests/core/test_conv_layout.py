@@ -1,7 +1,9 @@
 """Which graphs keep eager's NCHW convolutions on CUDA (Note [depthwise convolutions keep
 NCHW]): an inference graph with a depthwise convolution, where cuDNN's first call in
 channels_last costs seconds in every fresh process. The choice itself is applied on CUDA only
-(benchmarks/conv_layout.py measures it on the GPU); here, what the rule recognises."""
+(benchmarks/conv_layout.py measures it on the GPU); here, what the rule recognises. And what a
+training graph's backward convolutions read (Note [backward convolutions see channels_last]):
+which tensors Inductor is told are channels_last, and that results stay eager's."""
 from __future__ import annotations
 
 import contextlib
