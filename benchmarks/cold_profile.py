@@ -48,6 +48,48 @@ import torch
 torch.set_num_threads(1)
 """
 
+# What a child watches of Inductor (cold_split.py, conv_backward_layout.py): AUTOTUNED, one
+# [kernel, configurations benchmarked, seconds] per kernel the autotuner benchmarked, and
+# SOURCES, the generated wrapper modules as Inductor loads them. No braces: it goes into
+# templates that are str.format-ed.
+KERNEL_WATCH = r"""
+import time as _time
+from torch._inductor.runtime import triton_heuristics as _th
+from torch._inductor.codecache import PyCodeCache as _PyCodeCache
+AUTOTUNED, SOURCES = [], []
+_benchmark_all = _th.CachingAutotuner.benchmark_all_configs
+def _benchmark_counted(self, *a, **k):
+    t = _time.perf_counter()
+    try:
+        return _benchmark_all(self, *a, **k)
+    finally:
+        AUTOTUNED.append([getattr(self.fn, "__name__", "?"),
+                          len(getattr(self, "launchers", None) or ()),
+                          round(_time.perf_counter() - t, 4)])
+_th.CachingAutotuner.benchmark_all_configs = _benchmark_counted
+_load_by_key_path = _PyCodeCache.load_by_key_path.__func__
+def _keeping_source(cls, key, path, *a, **k):
+    try:
+        with open(path) as f:
+            text = f.read()
+        if "def call(" in text:
+            SOURCES.append(text)
+    except OSError:
+        pass
+    return _load_by_key_path(cls, key, path, *a, **k)
+_PyCodeCache.load_by_key_path = classmethod(_keeping_source)
+"""
+
+# top_functions(prof, n, inclusive): a cProfile's n functions of most own (or inclusive) time,
+# each [file:line:name, calls, seconds] (cold_split.py, gpu_issue28.py; no braces, as above)
+TOP_FUNCTIONS = r"""
+def top_functions(prof, n, inclusive=False):
+    import os as _os, pstats as _pstats
+    rows = [("%s:%d:%s" % (_os.path.basename(f), ln, name), nc, ct if inclusive else tt)
+            for (f, ln, name), (cc, nc, tt, ct, _) in _pstats.Stats(prof).stats.items()]
+    return [[r[0], r[1], round(r[2], 4)] for r in sorted(rows, key=lambda r: -r[2])[:n]]
+"""
+
 _CHILD = PRELUDE + r"""
 case = {case!r}
 if case.startswith("zoo:"):

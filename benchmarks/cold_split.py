@@ -37,9 +37,9 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from cold_profile import PRELUDE  # noqa: E402 (the children's common start)
+from cold_profile import KERNEL_WATCH, PRELUDE, TOP_FUNCTIONS  # noqa: E402 (children's parts)
 
-_CHILD = PRELUDE + r"""
+_CHILD = PRELUDE + KERNEL_WATCH + TOP_FUNCTIONS + r"""
 case = {case!r}
 if case.count(":") == 2:
     from zoo import models
@@ -68,23 +68,10 @@ def timed(owner, name, key):
             T[key] = T.get(key, 0.0) + time.perf_counter() - t; N[key] = N.get(key, 0) + 1
     setattr(owner, name, w)
 import torch._inductor.graph as g, torch._inductor.scheduler as s
-from torch._inductor.runtime import triton_heuristics as th
 timed(g.GraphLowering, "run", "lowering")
 timed(g.GraphLowering, "codegen", "codegen")
 timed(g.GraphLowering, "compile_to_module", "module_all")
 timed(s.Scheduler, "__init__", "scheduler")
-timed(th.CachingAutotuner, "benchmark_all_configs", "autotune")
-_bench = th.CachingAutotuner.benchmark_all_configs
-AT = []  # per autotuned kernel: name, configurations benchmarked, seconds
-def counted(self, *a, **k):  # how many configurations the autotuner benchmarked
-    n = len(getattr(self, "launchers", None) or ())
-    N["configs"] = N.get("configs", 0) + n
-    t = time.perf_counter()
-    try:
-        return _bench(self, *a, **k)
-    finally:
-        AT.append([getattr(self.fn, "__name__", "?"), n, round(time.perf_counter() - t, 4)])
-th.CachingAutotuner.benchmark_all_configs = counted
 from torch._inductor.async_compile import AsyncCompile
 _use_pool = AsyncCompile.use_process_pool.__func__
 def pool_or_here(cls):  # per kernel: sent to the compile workers, or compiled in this process
@@ -99,18 +86,6 @@ if {tool!r}.startswith("nb"):
     timed(_compat, "autotune_now", "autotune_now")
 sync = torch.cuda.synchronize if {device!r} == "cuda" else (lambda: None)
 ctx = torch.no_grad() if kind != "train" else torch.enable_grad()
-SOURCES = []  # the generated wrapper modules (what `--sources` keeps)
-from torch._inductor.codecache import PyCodeCache
-_load_path = PyCodeCache.load_by_key_path.__func__
-def keeping_source(cls, key, path, *a, **k):
-    try:
-        text = open(path).read()
-        if "def call(" in text:
-            SOURCES.append(text)
-    except OSError:
-        pass
-    return _load_path(cls, key, path, *a, **k)
-PyCodeCache.load_by_key_path = classmethod(keeping_source)
 prof = cProfile.Profile() if {tool!r}.endswith("+prof") else None
 t0 = time.perf_counter()
 with ctx:
@@ -128,14 +103,11 @@ if {sources!r}:
     with open({sources!r}, "w") as f:
         f.write(("\n# ---- next module ----\n").join(SOURCES or [code]))
 T["module"] = T.pop("module_all", 0.0) - T.get("codegen", 0.0)
-top = {{}}
-if prof:  # the functions that take the time: own time and inclusive, 40 each
-    rows = [(f"{{os.path.basename(f)}}:{{ln}}:{{fn_}}", nc, tt, ct)
-            for (f, ln, fn_), (cc, nc, tt, ct, _) in pstats.Stats(prof).stats.items()]
-    top = {{"own": [[r[0], r[1], round(r[2], 3)] for r in sorted(rows, key=lambda r: -r[2])[:40]],
-           "inclusive": [[r[0], r[1], round(r[3], 3)]
-                         for r in sorted(rows, key=lambda r: -r[3])[:60]]}}
-print(json.dumps({{"total": total, "stages": stages, "t": T, "n": N, "autotuned": AT,
+top = ({{"own": top_functions(prof, 40), "inclusive": top_functions(prof, 60, True)}}
+       if prof else {{}})
+T["autotune"] = sum(a[2] for a in AUTOTUNED)
+N["autotune"], N["configs"] = len(AUTOTUNED), sum(a[1] for a in AUTOTUNED)
+print(json.dumps({{"total": total, "stages": stages, "t": T, "n": N, "autotuned": AUTOTUNED,
                   "top": top,
                   "kernels": code.count("async_compile.triton(") + code.count("cpp_pybinding(")}}))
 """

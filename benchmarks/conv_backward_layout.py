@@ -22,12 +22,13 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from gpu_issue28 import child  # noqa: E402 (the fresh-process runner, empty caches)
+from cold_profile import KERNEL_WATCH  # noqa: E402
 from warm_first_call import DEVICE_START  # noqa: E402
 
-_CHILD = DEVICE_START + r"""
+_CHILD = DEVICE_START + KERNEL_WATCH + r"""
 import copy, re, statistics
-if {model!r} in ("cnn_bn_train",):
-    from workloads import build
+from workloads import NAMES, build
+if {model!r} in NAMES:
     w = build({model!r}, DEVICE)
     m, args, fn = w.args[0].train(), list(w.args[1:]), w.fn
 else:
@@ -36,22 +37,6 @@ else:
     m = spec.model.train()
     args, fn = list(spec.args["train"]), spec.fns["train"]
 m_ref = copy.deepcopy(m)
-from torch._inductor.runtime import triton_heuristics as th
-tuned = []
-_bench = th.CachingAutotuner.benchmark_all_configs
-def counted(self, *a, **k):
-    tuned.append(len(getattr(self, "launchers", None) or ()))
-    return _bench(self, *a, **k)
-th.CachingAutotuner.benchmark_all_configs = counted
-sources = []
-from torch._inductor.codecache import PyCodeCache
-_load = PyCodeCache.load_by_key_path.__func__
-def keep(cls, key, path, *a, **k):
-    text = open(path).read()
-    if "def call(" in text:
-        sources.append(text)
-    return _load(cls, key, path, *a, **k)
-PyCodeCache.load_by_key_path = classmethod(keep)
 sync = torch.cuda.synchronize if DEVICE == "cuda" else (lambda: None)
 def sync_time(f):
     t = time.perf_counter(); out = f(); sync(); return time.perf_counter() - t, out
@@ -66,6 +51,7 @@ t = time.perf_counter()
 if variant == "tc":
     f = torch.compile(fn)
     first = f(m, *args); sync()
+    cold = time.perf_counter() - t
 else:
     from precompile_nb import precompile
     if variant == "before":
@@ -74,22 +60,22 @@ else:
         ind.backward_convolutions_in_channels_last = lambda **k: contextlib.nullcontext()
     code, cache = precompile(fn, m, *args)
     cold = time.perf_counter() - t
-    sources = [code]
     f = precompile.load(code, cache)
     first = f(m, *args); sync()
-cold = cold if variant != "tc" else time.perf_counter() - t
-# the first step against eager's on the copy taken before it
+# the first step against eager's on the copy taken before it; SOURCES: the generated modules
+# as Inductor loaded them, for either compiler
 ref = first_tensor(fn(m_ref, *args))
 err = (first_tensor(first).float() - ref.float()).abs().max().item()
 nb_steady = steady(lambda: f(m, *args))
 eager_steady = steady(lambda: fn(m_ref, *args))
 nchw = 0
-for src in sources:
+for src in SOURCES:
     for g in re.finditer(r"empty_strided_\w+\(\((\d+), (\d+), (\d+), (\d+)\), "
                          r"\((\d+), (\d+), (\d+), (\d+)\)", src):
         nchw += (g.group(6) != "1" and int(g.group(2)) > 1
                  and int(g.group(3)) * int(g.group(4)) > 1)
-print(json.dumps({{"cold_s": cold, "autotuned": len(tuned), "configs": sum(tuned),
+print(json.dumps({{"cold_s": cold, "autotuned": len(AUTOTUNED),
+                  "configs": sum(a[1] for a in AUTOTUNED),
                   "nchw_buffers": nchw, "steady_ms": nb_steady * 1e3,
                   "eager_steady_ms": eager_steady * 1e3, "first_step_err": err}}))
 """

@@ -24,6 +24,8 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from cold_profile import TOP_FUNCTIONS  # noqa: E402 (a child's cProfile summary)
 ROOT = os.path.dirname(HERE)
 
 _PRELUDE = r"""
@@ -122,7 +124,7 @@ with torch.no_grad():
 print(json.dumps({{"first_call_s": first, "second_call_s": second, "top_ops": ops}}))
 """
 
-_LOAD = _PRELUDE + r"""
+_LOAD = _PRELUDE + TOP_FUNCTIONS + r"""
 count_autotuning()
 m, x = model({kind!r})
 if {batch} != x.shape[0]:
@@ -134,17 +136,14 @@ file_s = time.perf_counter() - t
 t = time.perf_counter()
 from precompile_nb import precompile
 import_s = time.perf_counter() - t
-import cProfile, pstats
+import cProfile
 prof = cProfile.Profile() if {cprofile} else None
 if prof: prof.enable()
 f = precompile.load(code, data)
 if prof: prof.disable()
 load_s = time.perf_counter() - t
-load_top = []
-if prof:  # load's functions of most inclusive time (cProfile inflates them)
-    rows = [(f"{{os.path.basename(k[0])}}:{{k[1]}}:{{k[2]}}", v[1], v[3])
-            for k, v in pstats.Stats(prof).stats.items()]
-    load_top = [[r[0], r[1], round(r[2], 4)] for r in sorted(rows, key=lambda r: -r[2])[:40]]
+# load's functions of most inclusive time (cProfile inflates them)
+load_top = top_functions(prof, 40, inclusive=True) if prof else []
 count_autotuning()  # if the load imported Inductor
 if {profile}:
     from torch.profiler import ProfilerActivity, profile
@@ -210,12 +209,11 @@ def main() -> None:
             d[f"eager_b64_r{r}"] = child(_EAGER, out, kind="dynamic", batch=64, profile=False)
             d[f"load_b64_r{r}"] = child(_LOAD, out, kind="dynamic", batch=64, profile=False,
                                         cprofile=False)
-        d["eager_b64"], d["load_b64"] = d["eager_b64_r0"], d["load_b64_r0"]
         d["load_b17"] = child(_LOAD, out, kind="dynamic", batch=17, profile=False,
                               cprofile=False)
         d["load_b64_cprofile"] = child(_LOAD, out, kind="dynamic", batch=64, profile=False,
                                        cprofile=True)
-        for k in ("load_b64", "load_b17"):
+        for k in ("load_b64_r0", "load_b17"):
             print(f"dynamic {k}", {a: v for a, v in d[k].items()
                                    if a not in ("top_ops", "load_top")}, flush=True)
         save()
