@@ -55,7 +55,7 @@ def _validate(backend: Any, tracer: Any, decompositions: Any) -> None:
                         f"got {type(decompositions).__name__}")
 
 
-_OPTIONS = ("backend", "tracer", "decompositions", "data_guards")
+_OPTIONS = ("backend", "tracer", "decompositions", "data_guards", "tune_sizes")
 
 
 def keyword_inputs_error(fn: Callable, n_positional: int, keywords: dict) -> PrecompileError:
@@ -85,8 +85,8 @@ def keyword_inputs_error(fn: Callable, n_positional: int, keywords: dict) -> Pre
 
 def build(fn: Callable, *example_inputs: Any, backend: str = "inductor",
           tracer: str = "make_fx", decompositions: dict | None = None,
-          data_guards: bool = False, on_stage: StageCallback | None = None,
-          **keyword_inputs: Any) -> Artifact:
+          data_guards: bool = False, tune_sizes: Sequence[Any] | None = None,
+          on_stage: StageCallback | None = None, **keyword_inputs: Any) -> Artifact:
     """precompile, keeping everything each stage recorded (for reports and tools)."""
     if keyword_inputs:
         raise keyword_inputs_error(fn, len(example_inputs), keyword_inputs)
@@ -94,6 +94,9 @@ def build(fn: Callable, *example_inputs: Any, backend: str = "inductor",
     if not isinstance(data_guards, bool):
         raise TypeError("precompile: data_guards must be True or False, got "
                         f"{type(data_guards).__name__}")
+    from .tuning import check_tune_sizes  # Note [a load imports no stage]
+
+    sizes = check_tune_sizes(tune_sizes)
     times: list[tuple[str, float]] = []
 
     def stage(name: str, f: Callable[[], Any]) -> Any:
@@ -124,7 +127,7 @@ def build(fn: Callable, *example_inputs: Any, backend: str = "inductor",
         captured = stage("capture", lambda: capture(fn, example_inputs,
                                                     decompositions=decompositions,
                                                     data_guards=data_guards))
-        lowered = stage("lower", lambda: lower(captured, backend))
+        lowered = stage("lower", lambda: lower(captured, backend, tune_sizes=sizes))
     captured = dataclasses.replace(captured, example_tensors=())  # no reference to the example
     python_code = stage("emit", lambda: emit(captured, lowered))
     cache = stage("pack", lambda: pack(python_code, backend, lowered.files + (
@@ -163,7 +166,8 @@ def _stage_failed(fn: Callable, stage: str, e: Exception) -> PrecompileError:
 
 def precompile(fn: Callable, *example_inputs: Any, backend: str = "inductor",
                tracer: str = "make_fx", decompositions: dict | None = None,
-               data_guards: bool = False, **keyword_inputs: Any) -> tuple[str, bytes]:
+               data_guards: bool = False, tune_sizes: Sequence[Any] | None = None,
+               **keyword_inputs: Any) -> tuple[str, bytes]:
     """Compile the whole computation `fn(*example_inputs)` ahead of time.
 
     Returns (python_code, cache): self-contained source (needs only torch; holds no
@@ -179,12 +183,16 @@ def precompile(fn: Callable, *example_inputs: Any, backend: str = "inductor",
     Example inputs are positional only: a keyword other than the options is a
     PrecompileError that names it. `data_guards=True`: a branch (or a size) that depends on
     tensor data is kept as the example takes it and checked on every call, instead of being
-    refused (Note [data guards] in core/capture/guards.py).
+    refused (Note [data guards] in core/capture/guards.py). `tune_sizes=[1, 256]` (or
+    `[{"x.size(0)": 1}, ...]`): a CUDA graph with dynamic dims is autotuned at these sizes
+    too, besides the example's and its range's ends, and its kernels keep a configuration
+    per size (Note [a configuration per size] in core/tuning.py).
     """
     if keyword_inputs:
         raise keyword_inputs_error(fn, len(example_inputs), keyword_inputs)
     art = build(fn, *example_inputs, backend=backend, tracer=tracer,
-                decompositions=decompositions, data_guards=data_guards)
+                decompositions=decompositions, data_guards=data_guards,
+                tune_sizes=tune_sizes)
     return art.python_code, art.cache
 
 

@@ -103,12 +103,18 @@ def emit(c: Captured, lw: Lowered) -> str:
 
 def _warm_section(lw: Lowered) -> list[str]:
     """The _PC_WARM literal (Note [warm load]), or nothing when the module has no kernel."""
-    record = (warm.record(lw.source, lw.files, dict(lw.launches))
+    tuning = lw.tuning
+    record = (warm.record(lw.source, lw.files, dict(lw.launches),
+                          tuning.by_size if tuning is not None else None)
               if lw.backend == "inductor" else None)
     if record is None:
         return []
-    if lw.tuned_at:  # Note [autotuning dynamic sizes] (lower.py)
-        record["autotuned_at"] = {k: list(v) for k, v in lw.tuned_at.items()}
+    if tuning is not None and tuning.at and tuning.at[0]:  # Note [a configuration per size]
+        record["autotuned_at"] = [{k: list(v) for k, v in p.items()} for p in tuning.at]
+        record["autotuned_kernels"] = list(tuning.kernels)
+        if tuning.skipped:
+            record["tuning_skipped"] = [[{k: list(v) for k, v in p.items()}, why]
+                                        for p, why in tuning.skipped]
     return [f"{warm.WARM_NAME} = " + pprint.pformat(record, width=100, sort_dicts=False), ""]
 
 

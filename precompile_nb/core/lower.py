@@ -14,23 +14,27 @@ import dataclasses
 import os
 import re
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import torch
 
 from ..runtime.convention import AliasOut, GraphOut, Guard, InputOut, WriteBack
 from . import _compat, warm
+from . import tuning as tuning_stage
 from .errors import PrecompileError
 from .kernels import LoweredGraph, _lowered_node, parse_kernels
 from .schemas import Captured, Lowered
 
 
-def lower(captured: Captured, backend: str) -> Lowered:
-    """Lower a captured graph with `backend` ("eager" or "inductor")."""
+def lower(captured: Captured, backend: str, *,
+          tune_sizes: tuple[int | Mapping[str, int], ...] = ()) -> Lowered:
+    """Lower a captured graph with `backend` ("eager" or "inductor"); a CUDA graph with
+    dynamic sizes is autotuned at `tune_sizes` too (Note [a configuration per size])."""
     if backend == "eager":
         return _lower_eager(captured)
     if backend == "inductor":
-        return _lower_inductor(captured)
+        return _lower_inductor(captured, tune_sizes)
     raise ValueError(f"precompile: unknown backend {backend!r}; use 'inductor' or 'eager'")
 
 
@@ -147,12 +151,13 @@ class _Assume(Exception):
         self.guard, self.sizes = guard, sizes
 
 
-def _lower_inductor(c: Captured) -> Lowered:
+def _lower_inductor(c: Captured, tune_sizes: tuple = ()) -> Lowered:
     t0 = time.perf_counter()
     guards: list[Guard] = []
     while True:
         try:
-            lowered = _lower_inductor_once(c, t0, may_assume=len(guards) < _MAX_LOWERING_GUARDS)
+            lowered = _lower_inductor_once(c, t0, len(guards) < _MAX_LOWERING_GUARDS,
+                                           tune_sizes)
             break
         except _Assume as a:
             _compat.assume(c.fake_inputs, a.sizes, a.guard.expr)
@@ -193,7 +198,8 @@ def _lowering_guard(c: Captured, e: BaseException) -> _Assume | None:
                          source=source), sizes)
 
 
-def _lower_inductor_once(c: Captured, t0: float, may_assume: bool) -> Lowered:
+def _lower_inductor_once(c: Captured, t0: float, may_assume: bool,
+                         tune_sizes: tuple = ()) -> Lowered:
     # Note [data guards]: with them, BatchNorm's statistics are written by the driver too
     # (after the graph passed its checks), not inside the compiled graph
     fgm = _compat.functionalize(c.graph, c.fake_inputs,
@@ -224,13 +230,17 @@ def _lower_inductor_once(c: Captured, t0: float, may_assume: bool) -> Lowered:
             if assume is not None:
                 raise assume from e
             raise _lowering_error(c, e) from e
-        tuned_at: dict[str, tuple[int, ...]] = {}
+        kernel_vars = warm.triton_kernel_vars(source) if cuda else []
+        tuning = None
         if cuda and _autotune_at_precompile(c, fgm):
-            shapes, tuned_at = _tuning_shapes(c, fake_inputs, unread)
-            _compat.autotune_now(compiled, fake_inputs, shapes,
-                                 _tuning_values(c, len(fake_inputs), unread))
+            tuning = tuning_stage.autotune(
+                c, fake_inputs, unread, kernel_vars,
+                lambda shapes, values: _compat.autotune_now(compiled, fake_inputs, shapes,
+                                                            values), tune_sizes)
+        elif tune_sizes:
+            tuning_stage.asked_points(c, unread, tune_sizes)  # bad sizes are still an error
         if cuda:  # how the warm load launches each kernel's one binary (Note [warm CUDA load])
-            launches = _compat.triton_launch_records(warm.triton_kernel_vars(source))
+            launches = _compat.triton_launch_records(kernel_vars)
         files = _compat.triton_binaries_only(_collect_files(cache_dir))
         if any(rel.endswith(".so") for root, rel, _ in files if root == "inductor"):
             files = _with_isa_probes(files, cache_dir)
@@ -238,73 +248,17 @@ def _lower_inductor_once(c: Captured, t0: float, may_assume: bool) -> Lowered:
     return Lowered(backend="inductor", source=source, convention=convention,
                    kernels=tuple(parse_kernels(source, _op_names(inner_gm, fgm))),
                    files=tuple(files), seconds=time.perf_counter() - t0, launches=launches,
-                   tuned_at=tuned_at)
+                   tuning=tuning)
 
 
 def _autotune_at_precompile(c: Captured, fgm: torch.fx.GraphModule) -> bool:
     """Triton kernels with several configurations pick one by benchmarking at their first
     run: run a CUDA graph once here (issue: no benchmarking at load or first call), at the
-    example's sizes (Note [autotuning dynamic sizes]), and not when the graph holds
-    collectives (one rank compiling alone would wait for the others forever)."""
+    example's sizes and, with dynamic sizes, at more (Note [a configuration per size] in
+    tuning.py), and not when the graph holds collectives (one rank compiling alone would
+    wait for the others forever)."""
     return not any(n.op == "call_function" and _compat.is_collective(n.target)
                    for n in fgm.graph.nodes)
-
-
-# Note [autotuning dynamic sizes]
-#   A graph with mark_dynamic / mark_unbacked dims is compiled once for the whole range, and
-#   each multi-config Triton kernel of it is autotuned by Inductor at its first run, once:
-#   from then on it keeps the one configuration chosen, whatever the sizes (torch.compile's
-#   dynamic graphs too: they tune at the size of their first call). Left to the first call
-#   after load, that benchmarking is what sent a mark_dynamic artifact down the compile path.
-#   So precompile runs the graph once at the example's sizes, as it does for static graphs:
-#   each kernel keeps one binary, which the warm path launches from its cubin at any size in
-#   the range (its grid is computed from the sizes). The sizes tuned at are recorded in
-#   _PC_WARM["autotuned_at"]. Not done: a choice per size bucket (Inductor's autotuner keeps
-#   one configuration per kernel; several would need a dispatch of our own per call).
-
-
-def _tuning_shapes(c: Captured, fake_inputs: list, unread: tuple[int, ...],
-                   ) -> tuple[list[tuple[tuple[int, ...], tuple[int, ...]]],
-                              dict[str, tuple[int, ...]]]:
-    """(shape, stride) to autotune each lowered graph input at: the example's, and for a
-    graph with dynamic sizes the input names -> shapes tuned at."""
-    kept = [spec for i, spec in enumerate(c.inputs) if i not in unread]
-    out, tuned = [], {}
-    for k, fake in enumerate(fake_inputs):
-        spec = kept[k] if k < len(kept) else None
-        if spec is not None and spec.dynamic:
-            out.append((tuple(spec.shape), tuple(spec.stride)))
-            tuned[spec.where] = tuple(spec.shape)
-        else:
-            out.append((tuple(fake.shape), tuple(fake.stride())))
-    return out, tuned
-
-
-# Note [tuning on the example's values]
-#   The one tuning run of a CUDA graph at precompile (Note [autotuning dynamic sizes]) gets
-#   copies of the example's own values, not random stand-ins. The choice of configuration
-#   depends on sizes only, but a graph may check the data: data guards (Note [data guards])
-#   and the runtime asserts Inductor keeps for data-dependent sizes. A Mixture-of-Experts
-#   layer routes tokens by value, and on stand-ins (zero token ids) every token went to the
-#   same experts, an expert the example fed got none, and the graph's check stopped the run
-#   ("Ne(u360, 0)"): precompile failed on an example that eager and the artifact both run.
-#   Copies, so that a graph that writes into an input (BatchNorm's statistics) leaves the
-#   user's tensors as they were. Constants are rebuilt from their literals; a DTensor input
-#   (its placement is not a plain tensor's) keeps a stand-in.
-
-
-def _tuning_values(c: Captured, n: int, unread: tuple[int, ...]) -> list[Any]:
-    """Each lowered graph input's value for the tuning run, or None for a stand-in: the
-    example's tensors (inputs not dropped as unread, in order), then the constants."""
-    kept = [t for i, t in enumerate(c.example_tensors) if i not in unread]
-    if len(kept) != len(c.inputs) - len(unread):
-        kept = []  # a Captured made without its example (tests): stand-ins throughout
-    values: list[Any] = list(kept) + [None] * (n - len(kept))
-    for k, const in enumerate(c.constants):
-        if len(kept) + k < n:
-            values[len(kept) + k] = torch.tensor(const.data, dtype=getattr(torch, const.dtype),
-                                                 device=const.device)
-    return values[:n]
 
 
 _NOTHING_TO_COMPUTE = """\

@@ -71,6 +71,23 @@ class KernelInfo:
 
 
 @dataclass(frozen=True)
+class Tuning:
+    """Where precompile autotuned a CUDA graph (Note [a configuration per size] in
+    core/tuning.py)."""
+
+    # each size point tuned, the example's first: dynamic input's name -> its shape there
+    # (empty for a graph without dynamic sizes)
+    at: tuple[Mapping[str, tuple[int, ...]], ...]
+    # at each of them, how many kernels chose among several configurations
+    kernels: tuple[int, ...]
+    # points of the range not tuned, and why (a guard they break, their size, a failure)
+    skipped: tuple[tuple[Mapping[str, tuple[int, ...]], str], ...]
+    # Triton kernel variable -> {"numel": its size arguments, "buckets": [{"upto": product of
+    # them or None, "record": launch record}]}, for kernels whose choice differs by size
+    by_size: Mapping[str, Mapping[str, Any]]
+
+
+@dataclass(frozen=True)
 class Lowered:
     """What lowering made: a Python module section that defines `call(args)`, and the
     calling convention refined for it (outputs, write-backs and gradients in `call`'s output
@@ -85,9 +102,8 @@ class Lowered:
     # Triton kernel variable -> how its cubin is launched without Triton, or {"why": ...}
     # (_compat.triton_launch_records; empty for CPU modules)
     launches: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    # a graph with dynamic sizes, autotuned at precompile: each graph input's name -> the
-    # shape it was tuned at (the example's; Note [autotuning dynamic sizes] in lower.py)
-    tuned_at: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    # how a CUDA graph was autotuned at precompile (None: not tuned, CPU or collectives)
+    tuning: Tuning | None = None
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ import json
 import keyword
 import os
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Literal, NamedTuple
 
 from . import _compat
@@ -73,11 +73,15 @@ def triton_kernel_vars(source: str) -> list[str]:
 
 
 def record(source: str, files: tuple[tuple[str, str, bytes], ...],
-           launches: dict[str, dict[str, Any]] | None = None) -> dict[str, Any] | None:
+           launches: dict[str, dict[str, Any]] | None = None,
+           by_size: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any] | None:
     """The _PC_WARM literal for Inductor's module `source` whose compiled files are `files`:
     {"cpp_kernels": [{"name", "sha256", "binary"}], "extern_kernels": {name: torch path}} and,
     for a CUDA module, "triton_kernels": [{"var", "sha256", "cubin", launch fields...}] from
-    `launches` (_compat.triton_launch_records) and "triton_skipped": {var: why}. A kernel
+    `launches` (_compat.triton_launch_records) and "triton_skipped": {var: why}; a kernel
+    tuned to several configurations by size (`by_size`, Note [a configuration per size] in
+    tuning.py) has "by_size": {"numel": [size args], "buckets": [{"upto", "cubin", launch
+    fields...}]}, left out where a bucket's cubin is not in `files`. A kernel
     whose binary is not among `files`, or an extern kernel that is not a torch op, is left out
     (load then says so and compiles). None when the module uses none of them and imports
     nothing of torch._inductor; a module of fallback ops alone (a fused op Inductor does not
@@ -108,14 +112,34 @@ def record(source: str, files: tuple[tuple[str, str, bytes], ...],
             if "why" in rec or rel is None:
                 skipped[var] = str(rec.get("why", "the cache holds no cubin for it"))
                 continue
-            launched.append({"var": var, "sha256": triton_digest(name, src), "cubin": rel,
-                             **{k: rec[k] for k in _LAUNCH_FIELDS}})
+            entry = {"var": var, "sha256": triton_digest(name, src), "cubin": rel,
+                     **{k: rec[k] for k in _LAUNCH_FIELDS}}
+            buckets = _size_buckets((by_size or {}).get(var), cubins)
+            if buckets is not None:
+                entry["by_size"] = buckets
+            launched.append(entry)
         out["triton_kernels"], out["triton_skipped"] = launched, skipped
     return out
 
 
 _LAUNCH_FIELDS = ("function", "num_warps", "shared", "arg_types", "scratch", "def_args",
                   "call_args", "grid", "device", "cc")
+
+
+def _size_buckets(tuned: Mapping[str, Any] | None, cubins: dict[str, str],
+                  ) -> dict[str, Any] | None:
+    """One kernel's size buckets as _PC_WARM holds them, or None (not tuned by size, or a
+    bucket's cubin missing: then the example's choice serves every size)."""
+    if not tuned:
+        return None
+    buckets = []
+    for b in tuned["buckets"]:
+        rel = cubins.get(str(b["record"].get("hash")))
+        if rel is None:
+            return None
+        buckets.append({"upto": b["upto"], "cubin": rel,
+                        **{k: b["record"][k] for k in _LAUNCH_FIELDS}})
+    return {"numel": list(tuned["numel"]), "buckets": buckets}
 
 
 def _cubins_by_hash(files: tuple[tuple[str, str, bytes], ...]) -> dict[str, str]:
@@ -298,9 +322,13 @@ def plan(graph: list[ast.stmt] | _Calls, warm: Any, *, cache_used: bool, no_cach
     imports = _compat.warm_module_attrs(lambda: _WarmAsyncCompile(binaries, triton),
                                         types.SimpleNamespace(**ops))
     what = [f"{len(binaries)} C++ kernel(s) loaded directly"] if binaries or not triton else []
-    what += [f"{len(triton)} Triton kernel(s) launched from their cubins"] if triton else []
+    sized = sum("by_size" in rec for rec, _ in triton.values())
+    what += [f"{len(triton)} Triton kernel(s) launched from their cubins"
+             + (f" ({sized} with a configuration per size)" if sized else "")] if triton else []
     needs = frozenset({("inductor", recorded[d]) for d in binaries}
-                      | {("triton", rec["cubin"]) for rec, _ in triton.values()})
+                      | {("triton", rec["cubin"]) for rec, _ in triton.values()}
+                      | {("triton", b["cubin"]) for rec, _ in triton.values()
+                         for b in rec.get("by_size", {}).get("buckets", ())})
     return WarmPlan("warm", f"cache in place: {', '.join(what)}, no compiler", imports, needs)
 
 
@@ -344,6 +372,13 @@ def _triton_plan(calls: _Calls, warm: dict[str, Any], cached: set[str], triton_d
             return f"the launch record of Triton kernel {var} is malformed ({bad})", {}
         if rec["cubin"] not in cached:
             return f"the cache holds no cubin for Triton kernel {var}", {}
+        if "by_size" in rec:
+            bad = _malformed_buckets(rec, cached)
+            if bad is not None:
+                return f"the size buckets of Triton kernel {var} are malformed ({bad})", {}
+            rec = {**rec, "by_size": {**rec["by_size"], "buckets": [
+                {**b, "path": os.path.join(triton_dir, *b["cubin"].split("/"))}
+                for b in rec["by_size"]["buckets"]]}}
         out[digest] = (rec, os.path.join(triton_dir, *rec["cubin"].split("/")))
     why = _compat.can_launch_cubins()
     if why is not None:
@@ -390,6 +425,32 @@ def _malformed_launch(rec: dict[str, Any]) -> str | None:
                 "grid_0", "grid_1", "grid_2"} or not names <= known | {"max"}:
             return f"grid line {line!r} is not arithmetic on the arguments"
         known.add(target)
+    return None
+
+
+def _malformed_buckets(rec: dict[str, Any], cached: set[str]) -> str | None:
+    """What is wrong with a kernel's size buckets (Note [a configuration per size]), or None:
+    each bucket a well-formed launch of the same arguments, its cubin in the cache, sizes
+    ascending and the last open; the size arguments among the kernel's parameters."""
+    sized = rec["by_size"]
+    numel, buckets = sized.get("numel"), sized.get("buckets")
+    if not isinstance(numel, list) or not isinstance(buckets, list) or not buckets:
+        return "no size arguments or no buckets"
+    if not numel or not set(numel) <= set(rec["def_args"]) or any(
+            str(a).startswith("_") for a in rec["def_args"]):
+        return "its size arguments are not parameters of the kernel"
+    last = 0
+    for k, b in enumerate(buckets):
+        bad = _malformed_launch(b) if isinstance(b, dict) else "not a record"
+        if bad is not None:
+            return f"bucket {k}: {bad}"
+        if b["def_args"] != rec["def_args"] or b["cubin"] not in cached:
+            return f"bucket {k} takes other arguments or its cubin is not in the cache"
+        upto = b.get("upto")
+        if (upto is None) != (k == len(buckets) - 1) or (
+                upto is not None and (type(upto) is not int or upto < last)):
+            return f"bucket {k} has no ascending size bound"
+        last = upto or last
     return None
 
 
@@ -450,8 +511,28 @@ class _WarmTritonKernel:
 
     def __init__(self, rec: dict[str, Any], path: str) -> None:
         self.name = rec["function"]
+        if "by_size" in rec:
+            self.run = sized_launcher(rec["def_args"], rec["by_size"])
+            return
         function = _compat.load_cubin(path, rec["function"], rec["shared"], rec["device"])
         self.run = launcher(rec, function)
+
+
+def sized_launcher(def_args: list[str], sized: dict[str, Any]) -> Callable[..., None]:
+    """The launcher of a kernel with a configuration per size (Note [a configuration per
+    size] in tuning.py): the product of its size arguments picks the bucket, whose own
+    launcher runs its cubin. Checked by _malformed_buckets."""
+    params = ", ".join([*def_args, "stream"])
+    lines = [f"def sized({params}):", f"    _n = {' * '.join(sized['numel'])}"]
+    scope: dict[str, Any] = {"__builtins__": {}}
+    for k, b in enumerate(sized["buckets"]):
+        function = _compat.load_cubin(b["path"], b["function"], b["shared"], b["device"])
+        scope[f"_l{k}"] = launcher(b, function)
+        call = f"return _l{k}({params})"
+        lines += ([f"    {call}"] if b["upto"] is None else
+                  [f"    if _n <= {int(b['upto'])}:", f"        {call}"])
+    exec(compile("\n".join(lines), "<precompile_nb sized launcher>", "exec"), scope)  # noqa: S102
+    return scope["sized"]
 
 
 def launcher(rec: dict[str, Any], function: Any) -> Callable[..., None]:

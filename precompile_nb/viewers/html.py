@@ -241,7 +241,28 @@ def _guards(data: dict[str, Any]) -> str:
                  + ", ".join(f"<code>{esc(m['dim'])}</code> to {esc(m['value'])}"
                              for m in pinned)
                  + ' <span class="pcnb-muted">(the graph needs the size itself)</span></p>')
-    return "<h4>Guards on dynamic sizes</h4>" + body
+    return "<h4>Guards on dynamic sizes</h4>" + body + _tuning(data.get("autotuning"))
+
+
+def _tuning(t: dict[str, Any] | None) -> str:
+    """The sizes a graph with dynamic dims was autotuned at, and the kernels that keep a
+    configuration per size (Note [a configuration per size])."""
+    if not t or not t.get("at") or not t["at"][0]:
+        return ""
+
+    def point(p: dict[str, Any]) -> str:
+        return ", ".join(f"<code>{esc(k)}</code> {esc(tuple(v))}" for k, v in p.items())
+
+    rows = [(point(p), esc(n)) for p, n in zip(t["at"], t.get("kernels") or [])]
+    body = table(["tuned at (the example's first)", "kernels tuned"], rows, cls="pcnb-tuning")
+    by_size = t.get("by_size") or []
+    body += (f"<p>{len(by_size)} kernel(s) keep a configuration per size: "
+             + _names(by_size, "") + "</p>" if by_size
+             else '<p class="pcnb-muted">every kernel chose one configuration for all '
+                  "these sizes</p>")
+    body += "".join(f'<p class="pcnb-muted">not tuned at {point(s.get("at") or {})}: '
+                    f"{esc(s.get('why'))}</p>" for s in t.get("skipped") or [])
+    return "<h4>Autotuned sizes</h4>" + body
 
 
 # ---------------------------------------------------------------------------------------------

@@ -250,17 +250,17 @@ def test_the_tuning_run_gets_the_example_values_and_constants():
     """What lower hands the one tuning run (CUDA only, so checked here on what it builds):
     the example's own tensors, inputs the graph never reads left out, then the constants."""
     from precompile_nb.core.capture import capture
-    from precompile_nb.core.lower import _tuning_values
+    from precompile_nb.core.tuning import tuning_values
 
     def fn(m, x, idx):
         return m(x)[idx] * torch.tensor([2.0, 3.0])
 
     m, x, idx = nn.Linear(4, 2), torch.randn(3, 4), torch.tensor([2, 0])
     c = capture(fn, [m, x, idx])
-    values = _tuning_values(c, len(c.fake_inputs), unread=())
+    values = tuning_values(c, len(c.fake_inputs), unread=())
     assert [v is t for v, t in zip(values, (m.weight, m.bias, x, idx))] == [True] * 4
     assert torch.equal(values[4], torch.tensor([2.0, 3.0])) and len(values) == 5
-    assert _tuning_values(c, 4, unread=(2,))[:3] == [m.weight, m.bias, idx]
+    assert tuning_values(c, 4, unread=(2,))[:3] == [m.weight, m.bias, idx]
 
 
 class LayerDrop(nn.Module):

@@ -257,7 +257,9 @@ def test_cuda_mark_dynamic_cnn_is_autotuned_at_precompile_and_loads_warm(tmp_pat
     mark_dynamic(x, 0)
     code, cache = precompile(lambda m, x: m(x), m, x)
     rec = ast.literal_eval(code.split(f"\n{warm.WARM_NAME} = ", 1)[1].split("\n\n", 1)[0])
-    assert rec["autotuned_at"] == {"x": [8, 3, 16, 16]}, rec.get("autotuned_at")
+    # the example's size, then the bottom of the range (Note [a configuration per size])
+    assert rec["autotuned_at"] == [{"x": [8, 3, 16, 16]}, {"x": [1, 3, 16, 16]}], rec
+    assert len(rec["autotuned_kernels"]) == 2 and min(rec["autotuned_kernels"]) > 0, rec
     assert rec["triton_skipped"] == {}, rec["triton_skipped"]
     assert any(rel.endswith(".best_config") for _, rel, _, _ in read_tag(cache)[1]["files"])
     for n in (1, 37):  # other sizes of the range, each in a fresh process
@@ -267,6 +269,45 @@ def test_cuda_mark_dynamic_cnn_is_autotuned_at_precompile_and_loads_warm(tmp_pat
         assert report["load"]["path"] == "warm", report["load"]
         assert report["heavy"] == [] and report["started"] == [], report
         torch.testing.assert_close(got["out"], m(xi), atol=1e-4, rtol=1e-4)
+
+
+@cuda
+def test_cuda_a_dynamic_batch_keeps_a_configuration_per_size_and_each_launch_picks_it(
+        tmp_path, monkeypatch):
+    # Note [a configuration per size]: a row softmax tuned at 256 (the example), 16384 and 1
+    # rows. Which configuration is fastest is the GPU's to say, and can be one for all sizes;
+    # here the autotuner is made to choose by size (the first configuration up to 64k
+    # elements, the last above), so that each size must run its own cubin and match eager
+    from torch._dynamo import mark_dynamic
+    from torch._inductor.runtime import triton_heuristics as th
+
+    def by_size(self, *args, **kwargs):
+        n = 1
+        for name, a in zip(self.fn.arg_names, args):
+            n *= a if "numel" in name and type(a) is int else 1
+        pick = self.launchers[0 if n <= 65536 else -1]
+        return {launcher: 0.0 if launcher is pick else 1.0 for launcher in self.launchers}
+
+    monkeypatch.setattr(th.CachingAutotuner, "benchmark_all_configs", by_size)
+    x = torch.randn(256, 4096, device="cuda")
+    mark_dynamic(x, 0)
+    m = nn.Identity()
+    code, cache = precompile(lambda m, x: torch.softmax(m(x), -1) * 2, m, x,
+                             tune_sizes=[16384])
+    monkeypatch.undo()
+    rec = ast.literal_eval(code.split(f"\n{warm.WARM_NAME} = ", 1)[1].split("\n\n", 1)[0])
+    assert rec["autotuned_at"] == [{"x": [256, 4096]}, {"x": [16384, 4096]},
+                                   {"x": [1, 4096]}], rec["autotuned_at"]
+    sized = [k["by_size"] for k in rec["triton_kernels"] if "by_size" in k]
+    assert sized and all(len(s["buckets"]) == 2 for s in sized), rec["triton_kernels"]
+    for n in (1, 300, 16384):  # each in a fresh process
+        xi = torch.randn(n, 4096, device="cuda")
+        (tmp_path / str(n)).mkdir()
+        report, got = load_fresh(tmp_path / str(n), code, cache, m, xi, train=False)
+        assert report["load"]["path"] == "warm", report["load"]
+        assert "with a configuration per size" in report["load"]["reason"], report["load"]
+        assert report["heavy"] == [] and report["started"] == [], report
+        torch.testing.assert_close(got["out"], torch.softmax(xi, -1) * 2)
 
 
 def _triton_kernel_dir(d: str, name: str, built_in: str) -> list[tuple[str, str, bytes]]:

@@ -184,6 +184,24 @@ def test_summary_lists_the_guards_with_their_lines_and_the_dims_they_pin(report_
     assert "specialised despite the mark: x.size(1) to 8" in text
 
 
+def test_summary_lists_the_sizes_autotuned_at_and_the_kernels_tuned_by_size(report_inductor):
+    data = with_changes(report_inductor, guards=[{"text": "x.size(0) != 0", "source": None}],
+                        autotuning={
+        "at": [{"x": [64, 3, 32, 32]}, {"x": [1, 3, 32, 32]}], "kernels": [3, 3],
+        "skipped": [{"at": {"x": [4096, 3, 32, 32]},
+                     "why": "its inputs are 64x the example's (more than 8x)"}],
+        "by_size": ["triton_poi_fused_relu_1"]})
+    text = re.sub(r"<[^>]+>", "", html.unescape(panel(render_report_html(data), "summary")))
+    assert "Autotuned sizes" in text
+    assert "x (64, 3, 32, 32)3" in text and "x (1, 3, 32, 32)3" in text
+    assert "1 kernel(s) keep a configuration per size: triton_poi_fused_relu_1" in text
+    assert ("not tuned at x (4096, 3, 32, 32): its inputs are 64x the example's (more than "
+            "8x)") in text
+    one = with_changes(data, autotuning={**data["autotuning"], "by_size": [], "skipped": []})
+    text = re.sub(r"<[^>]+>", "", html.unescape(panel(render_report_html(one), "summary")))
+    assert "every kernel chose one configuration for all these sizes" in text
+
+
 def test_summary_of_a_static_artifact_has_no_guard_section(report_inductor):
     page = render_report_html(with_changes(report_inductor, guards=[]))
     assert "Guards on dynamic sizes" not in page

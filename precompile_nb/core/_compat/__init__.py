@@ -11,11 +11,12 @@ of its modules holds it:
   tracing.py   capture: make_fx, fake tensors, symbolic sizes, marks, autocast, RNG, DTensor
   inductor.py  lowering and the compile-path load: AOTAutograd + Inductor, caches, Triton
   conv_layout.py  which convolution layouts Inductor is given, at lowering
+  autotune.py  tuning a compiled CUDA graph at several sizes, at lowering
   parallel.py  capture of data parallelism: FSDP2's states and hooks, DDP's settings
   warm.py      the warm load, without the compiler stack
   realdata.py  data guards: fake tensors with real values, the decisions taken from them
   answers.py   what torch's compiler flags answer on the tracing thread while capture traces
-warm, inductor and conv_layout are imported with the door (a load runs on them); tracing,
+warm, inductor, conv_layout and autotune are imported with the door (a load runs on them); tracing,
 parallel, realdata and answers at the first use of one of their names (`_LAZY`).
 """
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any
 
 import torch
 
+from .autotune import SizeChoice, tuning_at_sizes  # noqa: F401 - the door re-exports
 from .conv_layout import (  # noqa: F401 - the door re-exports
     backward_convolutions_in_channels_last,
     backward_convolutions_see_channels_last,

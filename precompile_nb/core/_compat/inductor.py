@@ -228,14 +228,9 @@ def triton_launch_records(kernel_vars: Sequence[str]) -> dict[str, dict[str, Any
     if not kernel_vars:
         return {}
     try:
-        from torch._inductor.codecache import PyCodeCache
         from torch._inductor.runtime import triton_heuristics as th
 
-        modules = [*getattr(PyCodeCache, "modules", ()),
-                   *getattr(PyCodeCache, "modules_no_attr", {}).values()]
-        module = next((m for m in modules
-                       if all(isinstance(getattr(m, v, None), th.CachingAutotuner)
-                              for v in kernel_vars)), None)
+        module = module_of_kernels(kernel_vars)
     except Exception as e:  # noqa: BLE001 - a record is optional: load then says why
         return {v: {"why": f"recording failed ({type(e).__name__}: {str(e)[:120]})"}
                 for v in kernel_vars}
@@ -243,6 +238,19 @@ def triton_launch_records(kernel_vars: Sequence[str]) -> dict[str, dict[str, Any
         return {v: {"why": "Inductor's module was not found after the compile"}
                 for v in kernel_vars}
     return {v: _launch_record(getattr(module, v), th) for v in kernel_vars}
+
+
+def module_of_kernels(kernel_vars: Sequence[str]) -> Any:
+    """The Python module Inductor just loaded whose variables `kernel_vars` are all Triton
+    kernels (CachingAutotuner), or None (2.11-2.15: PyCodeCache.modules / modules_no_attr)."""
+    from torch._inductor.codecache import PyCodeCache
+    from torch._inductor.runtime import triton_heuristics as th
+
+    modules = [*getattr(PyCodeCache, "modules", ()),
+               *getattr(PyCodeCache, "modules_no_attr", {}).values()]
+    return next((m for m in modules
+                 if all(isinstance(getattr(m, v, None), th.CachingAutotuner)
+                        for v in kernel_vars)), None)
 
 
 def _launch_record(autotuner: Any, th: Any) -> dict[str, Any]:
