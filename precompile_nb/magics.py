@@ -253,6 +253,16 @@ _DYNAMIC_ITEM = re.compile(r"^(?P<arg>[A-Za-z_]\w*):(?P<dim>-?\d+)"
                            r"(?:=(?P<lo>\d+)?\.\.(?P<hi>\d+)?)?$")
 
 
+def _parse_sizes(text: str | None) -> list[int]:
+    """--tune-sizes 1,256 -> [1, 256]."""
+    if not text:
+        return []
+    parts = [p.strip() for p in text.split(",")]
+    if not all(p.isdigit() and int(p) > 0 for p in parts):
+        raise UsageError(f"%%precompile: --tune-sizes takes sizes like 1,256, got {text!r}")
+    return [int(p) for p in parts]
+
+
 def _parse_dynamic(spec: str | None) -> list[tuple[str, int, int | None, int | None]]:
     """ARG:DIM[=LO..HI][,...] -> (arg, dim, lo, hi) marks."""
     if not spec:
@@ -334,6 +344,9 @@ class PrecompileMagics(Magics):
     @argument("--data-guards", action="store_true",
               help="keep a branch on tensor data as the example takes it, checked on every "
                    "call (precompile(..., data_guards=True))")
+    @argument("--tune-sizes", metavar="N[,N...]",
+              help="on the GPU, also autotune the dynamic dims at these sizes, e.g. 1,256 "
+                   "(precompile(..., tune_sizes=[1, 256]))")
     @cell_magic
     def precompile(self, line: str, cell: str) -> None:
         """Precompile the last function the cell defines, with example inputs taken from the
@@ -350,6 +363,7 @@ class PrecompileMagics(Magics):
             raise UsageError(f"%%precompile: --profile takes a number of steps >= 1, got "
                              f"{args.profile}")
         marks = _parse_dynamic(args.dynamic)
+        args.tune_sizes = _parse_sizes(args.tune_sizes)
         code = self.shell.transform_cell(cell)  # IPython syntax inside the cell
         filename = self.shell.compile.cache(code, self.shell.execution_count, raw_code=cell)
         fn_name = _last_def(code, filename)
@@ -440,7 +454,7 @@ class PrecompileMagics(Magics):
         on_stage = progress.on_stage if progress else None
         try:
             art = build(fn, *inputs, backend=args.backend, data_guards=args.data_guards,
-                        on_stage=on_stage)
+                        tune_sizes=args.tune_sizes, on_stage=on_stage)
             if on_stage:
                 on_stage("load check", "start", 0.0)
             t0 = time.perf_counter()

@@ -58,7 +58,7 @@ def test_magic_help_lists_every_option(ip):
     doc = ip.find_cell_magic("precompile").__doc__
     assert "%%precompile [--backend {inductor,eager}]" in doc
     for option in ("--dynamic ARG:DIM[=LO..HI][,...]", "--name N", "--out VAR", "--save DIR",
-                   "--quiet", "--profile [STEPS]", "NAME"):
+                   "--quiet", "--profile [STEPS]", "--tune-sizes N[,N...]", "NAME"):
         assert option in doc
 
 
@@ -167,6 +167,7 @@ def test_missing_example_input_is_a_usage_error_listing_what_exists(ip):
     ("--dynamic model:0", "'model' is a Linear, not a tensor"),
     ("--dynamic x:2", "'x' has 2 dimension(s)"),
     ("--out 3r", "--out takes a Python name"),
+    ("--tune-sizes 1,x", "--tune-sizes takes sizes like 1,256"),
     ("model --backend eager", "f() takes 2 positional argument(s), the magic line names 1"),
     ("model x x --backend eager", "the magic line names 3"),
 ])
@@ -349,6 +350,16 @@ def test_dynamic_dimension_accepts_other_sizes_and_leaves_the_example_unmarked(i
         torch.testing.assert_close(f(model, y), model(y).relu())
     marks = _compat.dim_marks(x)  # the notebook's tensor carries no mark
     assert marks.dynamic == {} and marks.unbacked == {}
+
+
+def test_tune_sizes_reach_precompile_and_a_size_outside_the_range_is_its_error(ip, shown):
+    ip.run_cell_magic("precompile", "--dynamic x:0=2..64 --tune-sizes 2,64 --out r --quiet",
+                      "def f(model, x):\n    return model(x).relu()\n")
+    torch.testing.assert_close(ip.user_ns["f"](ip.user_ns["model"], torch.ones(5, 4)),
+                               ip.user_ns["model"](torch.ones(5, 4)).relu())
+    with pytest.raises(PrecompileError, match="tune_sizes"):
+        ip.run_cell_magic("precompile", "--dynamic x:0=2..64 --tune-sizes 128 --quiet",
+                          "def g(model, x):\n    return model(x).relu()\n")
 
 
 @pytest.mark.cuda

@@ -189,7 +189,7 @@ def _failed(c: Captured, dims: dict, point: _Point, asked: list[_Point],
             skipped: list, e: BaseException) -> None:
     first = (str(e).strip().splitlines() or [type(e).__name__])[0][:160]
     if point in asked:
-        raise _bad(point, f"the graph failed there: {type(e).__name__}: {first}",
+        raise _bad(_shapes(c, dims, point), f"the graph failed there: {type(e).__name__}: {first}",
                    "tune at sizes the GPU has memory for, or leave tune_sizes out") from e
     skipped.append((point, f"the run failed: {type(e).__name__}: {first}"))
 
@@ -231,7 +231,9 @@ def _inputs_at(c: Captured, fake_inputs: Sequence[Any], unread: tuple[int, ...],
             shapes.append((tuple(fake.shape), tuple(fake.stride())))
             continue
         shape = _shape_at(c, i, dims, point)
-        shapes.append((shape, _dense_like(shape, c.inputs[i].stride)))
+        spec = c.inputs[i]
+        shapes.append((shape, tuple(spec.stride) if shape == tuple(spec.shape)
+                       else _dense_like(shape, spec.stride)))
         if isinstance(values[k], torch.Tensor):
             values[k] = _resized(values[k], shape)
     return shapes, values

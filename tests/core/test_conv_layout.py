@@ -37,10 +37,11 @@ def test_depthwise_inference_graph_keeps_nchw_but_training_and_dense_graphs_do_n
     assert not _compat.has_depthwise_conv_and_no_backward(make_fx(step)(x))
 
 
-def test_the_users_layout_setting_reaches_inductor_for_a_training_graph(monkeypatch):
-    """docs/differences.md: a user who wants a training step's fast first call over its
-    faster steps precompiles inside config.patch(layout_optimization=False); precompile_nb
-    passes it on (and, left alone, passes Inductor's default on)."""
+def test_a_cpu_training_step_compiles_in_nchw_unless_the_user_forces_channels_last(
+        monkeypatch):
+    """Note [CPU training keeps NCHW]; docs/differences.md: precompiling inside
+    config.patch(force_layout_optimization=True) brings Inductor's channels_last back, and an
+    inference graph gets Inductor's own choice, or the user's."""
     import torch._inductor.compile_fx as cf
     from torch._inductor import config
 
@@ -49,7 +50,7 @@ def test_the_users_layout_setting_reaches_inductor_for_a_training_graph(monkeypa
     real = cf.compile_fx
 
     def spy(*a, **k):
-        seen.append(config.layout_optimization)
+        seen.append((config.layout_optimization, config.force_layout_optimization))
         return real(*a, **k)
 
     monkeypatch.setattr(cf, "compile_fx", spy)
@@ -60,10 +61,15 @@ def test_the_users_layout_setting_reaches_inductor_for_a_training_graph(monkeypa
         return m[0].weight.grad
 
     default = config.layout_optimization
-    with config.patch(layout_optimization=not default):
-        precompile(step, m, x)
     precompile(step, m, x)
-    assert seen == [not default, default], seen
+    with config.patch(force_layout_optimization=True):
+        precompile(step, m, x)
+    with torch.no_grad():
+        precompile(lambda m, x: m(x), m, x)
+        with config.patch(layout_optimization=not default):
+            precompile(lambda m, x: m(x), m, x)
+    assert seen == [(False, False), (default, True), (default, False),
+                    (not default, False)], seen
 
 
 # ---- Note [backward convolutions see channels_last] ------------------------------------------
@@ -166,14 +172,26 @@ def sgd_step(lr: float, autocast: str | None = None):
     return step
 
 
-def assert_one_layout_and_eagers_steps(m_ref: nn.Module, x: torch.Tensor, step, tol: float):
-    """The precompiled `step` allocates no NCHW 4-D buffer (Note [backward convolutions see
-    channels_last]), and three steps of it match eager's, losses and parameters."""
+def _channels_last_buffers(source: str) -> list[tuple[str, ...]]:
+    """The 4-D buffers a generated module allocates in channels_last (channels and spatial
+    size > 1)."""
+    return [b for b in re.findall(r"empty_strided_\w+\(\((\d+), (\d+), (\d+), (\d+)\), "
+                                  r"\((\d+), (\d+), (\d+), (\d+)\)", source)
+            if b[5] == "1" and int(b[1]) > 1 and int(b[2]) * int(b[3]) > 1]
+
+
+def assert_one_layout_and_eagers_steps(m_ref: nn.Module, x: torch.Tensor, step, tol: float,
+                                       layout: str = "channels_last"):
+    """The precompiled `step` allocates its 4-D buffers in one layout: channels_last on the
+    GPU (no NCHW copy, Note [backward convolutions see channels_last]), eager's NCHW on the
+    CPU (Note [CPU training keeps NCHW]); and three steps of it match eager's, losses and
+    parameters."""
     from precompile_nb import precompile
     from precompile_nb.core import build
 
     art = build(step, copy.deepcopy(m_ref), x)
-    assert _nchw_buffers(art.python_code) == []
+    other = _nchw_buffers if layout == "channels_last" else _channels_last_buffers
+    assert other(art.python_code) == []
     f = precompile.load(art.python_code, art.cache)
     m_nb = copy.deepcopy(m_ref)
     for _ in range(3):
@@ -182,10 +200,11 @@ def assert_one_layout_and_eagers_steps(m_ref: nn.Module, x: torch.Tensor, step, 
         torch.testing.assert_close(p, q, rtol=tol, atol=tol)
 
 
-def test_a_precompiled_cnn_training_step_keeps_one_layout_of_each_tensor_and_eagers_steps():
-    """What a user gets on the CPU: the precompiled step allocates no NCHW copy for its
-    backward convolutions, and its steps match eager's."""
-    assert_one_layout_and_eagers_steps(_cnn(), torch.randn(4, 3, 8, 8), sgd_step(0.1), 1e-4)
+def test_a_precompiled_cpu_cnn_training_step_keeps_eagers_layout_and_eagers_steps():
+    """What a user gets on the CPU: the precompiled step computes in NCHW, as eager does (no
+    channels_last copy of any tensor), and its steps match eager's."""
+    assert_one_layout_and_eagers_steps(_cnn(), torch.randn(4, 3, 8, 8), sgd_step(0.1), 1e-4,
+                                       layout="nchw")
 
 
 def test_a_users_own_post_grad_pass_is_left_in_place_and_ours_added_otherwise():

@@ -39,7 +39,8 @@ def tuning_at_sizes(kernel_vars: Sequence[str],
     var_of = {id(getattr(module, v)): v for v in kernel_vars} if module is not None else {}
     cls = th.CachingAutotuner
     seen: dict[int, tuple[Any, list, tuple]] = {}
-    original_run = cls.__dict__["run"]
+    own_run = "run" in cls.__dict__  # 2.11-2.15 define it on the class itself
+    original_run = cls.run
 
     def run(self: Any, *args: Any, **kwargs: Any) -> Any:
         if id(self) not in seen:  # its first launch in this run decides its configuration
@@ -75,4 +76,7 @@ def tuning_at_sizes(kernel_vars: Sequence[str],
     try:
         yield tune
     finally:
-        cls.run = original_run
+        if own_run:
+            cls.run = original_run
+        else:
+            del cls.run

@@ -1,7 +1,7 @@
-"""torch internals of convolution layouts at lowering: which CUDA graphs keep eager's NCHW
-(Note [depthwise convolutions keep NCHW]) and the strides Inductor sees for what a training
-graph's backward convolutions read (Note [backward convolutions see channels_last]); checked on
-2.11 (GPU), 2.13 and 2.15.
+"""torch internals of convolution layouts at lowering: which graphs keep eager's NCHW (Note
+[depthwise convolutions keep NCHW], Note [CPU training keeps NCHW]) and the strides Inductor
+sees for what a training graph's backward convolutions read (Note [backward convolutions see
+channels_last]); checked on 2.11 (GPU), 2.13 and 2.15.
 """
 from __future__ import annotations
 
@@ -10,6 +10,45 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
+
+
+def keeps_eager_layout(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> bool:
+    """Whether Inductor compiles `gm` with layout optimization off, its convolutions in
+    eager's NCHW: a CUDA inference graph with a depthwise convolution (nchw_for_first_call)
+    or a CPU graph with a backward convolution (nchw_for_cpu_training); never when the user
+    forces it (torch._inductor.config.force_layout_optimization)."""
+    from torch._inductor import config as inductor_config
+
+    if inductor_config.force_layout_optimization:
+        return False
+    return nchw_for_first_call(gm, example_inputs) or nchw_for_cpu_training(gm, example_inputs)
+
+
+# Note [CPU training keeps NCHW]
+#   On the CPU, Inductor's layout optimization runs a CNN's convolutions in channels_last, and
+#   in a training step that costs more than it gives: oneDNN's channels_last convolution
+#   backward is slower than NCHW's where channels are many and images small (three 512->512
+#   3x3 convolutions at 1x1: 15.3 ms each against 5.2 ms), it reorders each weight gradient
+#   back, and each weight is converted to channels_last twice a step (for the forward and for
+#   the backward). So a CPU graph that holds a convolution_backward is compiled with layout
+#   optimization off. Measured with benchmarks/cpu_training_layout.py (one process, variants
+#   alternating; benchmarks/results/cpu_round9/): the zoo's tiny ResNet-18 training step 111.5
+#   -> 61.3 ms on one thread (eager 62.2, torch.compile 91.4) and 67.4 -> 38.5 ms on two
+#   (eager 40.0, torch.compile 59.0); the benchmarks' CNN+BatchNorm step level to 10% faster
+#   (0.71 -> 0.70 ms, 0.72 -> 0.65 ms in the diagnosis run); ResNet-18 at batch 8, 64x64, 179
+#   -> 120 ms, at 224x224 level (730 against 713 ms; conv_backward_cpu_diagnosis.md). The
+#   first step's error against eager is no larger. CUDA graphs keep Inductor's choice: there
+#   channels_last is what makes a CNN step fast (Note [backward convolutions see
+#   channels_last]).
+
+
+def nchw_for_cpu_training(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> bool:
+    """Note [CPU training keeps NCHW]: no CUDA tensor among the inputs, and a
+    convolution_backward in the graph."""
+    if any(isinstance(t, torch.Tensor) and t.device.type == "cuda" for t in example_inputs):
+        return False
+    backward = torch.ops.aten.convolution_backward.default
+    return any(n.op == "call_function" and n.target is backward for n in gm.graph.nodes)
 
 
 def nchw_for_first_call(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> bool:
@@ -72,11 +111,11 @@ def has_depthwise_conv_and_no_backward(gm: torch.fx.GraphModule) -> bool:
 #   pass (config.post_grad_custom_post_pass): Inductor propagates fake tensors through the graph
 #   again when it starts, which undoes a change made before (seen on 2.11 and 2.13: the first
 #   try, made before compile_fx_inner, changed nothing). A user's own pass there wins: then
-#   nothing is changed. On the CPU too (oneDNN convolutions, C++ kernels): the benchmarks'
-#   CNN+BatchNorm training step takes 0.73-0.75 ms a step against 1.25-1.42 ms without it,
-#   compiling no slower; the zoo's tiny ResNet-18 step is level within its spread (167-189
-#   against 165-216 ms), compiling in 53-63 s against 64-67 s (benchmarks/results/cpu_round8/,
-#   two runs of conv_backward_layout.py --device cpu).
+#   nothing is changed. On the CPU the pass has nothing to do for a training graph: it
+#   is compiled in NCHW (Note [CPU training keeps NCHW]); before that rule the pass took the
+#   benchmarks' CNN+BatchNorm step from 1.25-1.42 to 0.73-0.75 ms (cpu_round8/), and NCHW
+#   throughout keeps it there (0.65-0.70 ms).
+
 
 @contextlib.contextmanager
 def backward_convolutions_in_channels_last(*, is_inference: bool,

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from .conv_layout import backward_convolutions_in_channels_last, nchw_for_first_call
+from .conv_layout import backward_convolutions_in_channels_last, keeps_eager_layout
 from .warm import light_inductor_cache_dir
 
 
@@ -66,7 +66,8 @@ def inductor_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
     the post-AOTAutograd graph Inductor lowered, the compiled callable).
     With dynamic sizes, Inductor's layout optimization is off (config.layout_optimization,
     2.11-2.14): it picks convolution layouts from the sizes, and with a symbolic batch it
-    assumed a layout the convolution then did not return (a CNN's every call failed)."""
+    assumed a layout the convolution then did not return (a CNN's every call failed); and
+    where keeps_eager_layout says so (depthwise CUDA inference, CPU training)."""
     from torch._inductor import config as inductor_config
     from torch._inductor.compile_fx import compile_fx, compile_fx_inner
 
@@ -81,7 +82,7 @@ def inductor_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
         seen["source"] = compiled.source_code  # 2.11-2.14: CompiledFxGraph.source_code
         return compiled
 
-    layout = {"layout_optimization": False} if dynamic or nchw_for_first_call(
+    layout = {"layout_optimization": False} if dynamic or keeps_eager_layout(
         gm, example_inputs) else {}
     _alpha_as_mul(gm)
     with same_kernel_keys(), inductor_config.patch(layout), data_bound_scatters_kept():
