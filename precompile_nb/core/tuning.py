@@ -35,7 +35,7 @@ from . import _compat
 from .errors import PrecompileError
 from .schemas import Captured, Tuning
 
-# the largest automatic point, in input bytes against the example's (user points: any size)
+# the largest automatic point, in input elements against the example's (user points: any size)
 _MAX_GROWTH = 8
 _Point = dict[int, int]  # example size of a group of dims -> its size at the point
 

@@ -29,8 +29,10 @@ Note [warm CUDA load]
   launcher uses) with the cubin's path in the shipped Triton cache, in `_PC_WARM
   ["triton_kernels"]`. At load, `async_compile.triton` returns a `_WarmTritonKernel` whose
   `run(*args, stream=)` is a generated function: Inductor's grid expressions, then one call
-  of torch's static CUDA launcher (torch._C._StaticCudaLauncher). The warm path is refused,
-  with the reason, when a kernel was not autotuned at precompile (dynamic sizes, collectives),
+  of torch's static CUDA launcher (torch._C._StaticCudaLauncher); a kernel tuned to another
+  configuration at another size (Note [a configuration per size] in tuning.py) gets a
+  launcher per configuration and picks one by the launch's size. The warm path is refused,
+  with the reason, when a kernel was not autotuned at precompile (a graph with collectives),
   needs what that launcher lacks (TMA, launch attributes), or the GPU's compute capability is
   not the one the cubins were built for.
 """

@@ -260,8 +260,7 @@ def _launch_record(autotuner: Any, th: Any) -> dict[str, Any]:
     constexpr dropped: the cubin has them baked in), the same grid expressions."""
     if len(autotuner.launchers) != 1:
         return {"why": f"{len(autotuner.launchers)} configurations are left: it is autotuned at "
-                       "its first call (precompile autotunes only static-size graphs without "
-                       "collectives)"}
+                       "its first call (precompile autotunes graphs without collectives)"}
     launcher = autotuner.launchers[0]
     result = getattr(launcher, "_pc_compile_result", None)
     if result is None:
