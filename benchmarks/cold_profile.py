@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -79,6 +80,22 @@ def _keeping_source(cls, key, path, *a, **k):
     return _load_by_key_path(cls, key, path, *a, **k)
 _PyCodeCache.load_by_key_path = classmethod(_keeping_source)
 """
+
+_BUFFER_4D = re.compile(r"empty_strided_\w+\(\((\d+), (\d+), (\d+), (\d+)\), "
+                        r"\((\d+), (\d+), (\d+), (\d+)\)")
+
+
+def buffer_layouts(sources: list[str]) -> tuple[int, int]:
+    """(NCHW, channels_last) 4-D buffers (channels and spatial size > 1) that generated
+    modules allocate (conv_backward_layout.py's children, cpu_training_layout.py)."""
+    nchw = cl = 0
+    for src in sources:
+        for g in _BUFFER_4D.finditer(src):
+            if int(g.group(2)) > 1 and int(g.group(3)) * int(g.group(4)) > 1:
+                cl += g.group(6) == "1"
+                nchw += g.group(6) != "1"
+    return nchw, cl
+
 
 # top_functions(prof, n, inclusive): a cProfile's n functions of most own (or inclusive) time,
 # each [file:line:name, calls, seconds] (cold_split.py, gpu_issue28.py; no braces, as above)

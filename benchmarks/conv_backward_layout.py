@@ -26,7 +26,7 @@ from cold_profile import KERNEL_WATCH  # noqa: E402
 from warm_first_call import DEVICE_START  # noqa: E402
 
 _CHILD = DEVICE_START + KERNEL_WATCH + r"""
-import copy, re, statistics
+import copy, statistics
 from workloads import NAMES, build
 if {model!r} in NAMES:
     w = build({model!r}, DEVICE)
@@ -68,12 +68,8 @@ ref = first_tensor(fn(m_ref, *args))
 err = (first_tensor(first).float() - ref.float()).abs().max().item()
 nb_steady = steady(lambda: f(m, *args))
 eager_steady = steady(lambda: fn(m_ref, *args))
-nchw = 0
-for src in SOURCES:
-    for g in re.finditer(r"empty_strided_\w+\(\((\d+), (\d+), (\d+), (\d+)\), "
-                         r"\((\d+), (\d+), (\d+), (\d+)\)", src):
-        nchw += (g.group(6) != "1" and int(g.group(2)) > 1
-                 and int(g.group(3)) * int(g.group(4)) > 1)
+from cold_profile import buffer_layouts
+nchw = buffer_layouts(SOURCES)[0]
 print(json.dumps({{"cold_s": cold, "autotuned": len(AUTOTUNED),
                   "configs": sum(a[1] for a in AUTOTUNED),
                   "nchw_buffers": nchw, "steady_ms": nb_steady * 1e3,

@@ -19,7 +19,6 @@ import argparse
 import contextlib
 import json
 import os
-import re
 import statistics
 import sys
 import time
@@ -31,10 +30,11 @@ sys.path[:0] = [os.path.dirname(HERE), HERE]
 warnings.simplefilter("ignore")
 
 import torch  # noqa: E402
+from cold_profile import KERNEL_WATCH, buffer_layouts  # noqa: E402
 from torch._inductor import config as inductor_config  # noqa: E402
 
-_BUFFER = re.compile(r"empty_strided_\w+\(\((\d+), (\d+), (\d+), (\d+)\), "
-                     r"\((\d+), (\d+), (\d+), (\d+)\)")
+WATCH: dict = {}
+exec(KERNEL_WATCH, WATCH)  # noqa: S102 - Inductor's generated modules, in WATCH["SOURCES"]
 
 
 def _make(model: str):
@@ -47,18 +47,7 @@ def _make(model: str):
     return s.model.train(), list(s.args["train"]), s.fns["train"]
 
 
-def _buffers(sources: list[str]) -> tuple[int, int]:
-    """(NCHW, channels_last) 4-D buffers with channels and spatial size > 1."""
-    nchw = cl = 0
-    for src in sources:
-        for g in _BUFFER.finditer(src):
-            if int(g.group(2)) > 1 and int(g.group(3)) * int(g.group(4)) > 1:
-                cl += g.group(6) == "1"
-                nchw += g.group(6) != "1"
-    return nchw, cl
-
-
-def _compiled(variant: str, model: str, sources: list[str]):
+def _compiled(variant: str, model: str):
     m, args, fn = _make(model)
     forced = inductor_config.patch(force_layout_optimization=True) if variant == "nb_cl" \
         else contextlib.nullcontext()
@@ -75,23 +64,17 @@ def _compiled(variant: str, model: str, sources: list[str]):
         from precompile_nb import precompile
         with forced:
             code, cache = precompile(fn, m, *args)
-        sources.append(code)
         f = precompile.load(code, cache)
     return f, m, args, time.perf_counter() - t
 
 
 def run(model: str, variants: list[str], threads: int, rounds: int) -> dict:
     torch.set_num_threads(threads)
-    from torch._inductor.codecache import PyCodeCache
     calls, info = {}, {}
     for v in variants:
-        sources: list[str] = []
-        before = set(map(id, PyCodeCache.modules)) if hasattr(PyCodeCache, "modules") else set()
-        f, m, args, seconds = _compiled(v, model, sources)
-        if v == "tc" and hasattr(PyCodeCache, "modules"):
-            sources += [open(mod.__file__).read() for mod in PyCodeCache.modules
-                        if id(mod) not in before and getattr(mod, "__file__", None)]
-        nchw, cl = _buffers(sources)
+        n = len(WATCH["SOURCES"])  # the generated modules Inductor loads for this variant
+        f, m, args, seconds = _compiled(v, model)
+        nchw, cl = buffer_layouts(WATCH["SOURCES"][n:])
         calls[v] = (f, m, args)
         info[v] = {"compile_s": round(seconds, 1), "nchw_buffers": nchw, "cl_buffers": cl}
 

@@ -37,6 +37,7 @@ from ..runtime.convention import (
 )
 from . import warm
 from .schemas import Captured, Lowered
+from .tuning import tuning_record
 
 DRIVER_SOURCE = Path(driver.__file__).read_text(encoding="utf-8")
 
@@ -110,11 +111,10 @@ def _warm_section(lw: Lowered) -> list[str]:
     if record is None:
         return []
     if tuning is not None and tuning.at and tuning.at[0]:  # Note [a configuration per size]
-        record["autotuned_at"] = [{k: list(v) for k, v in p.items()} for p in tuning.at]
-        record["autotuned_kernels"] = list(tuning.kernels)
-        if tuning.skipped:
-            record["tuning_skipped"] = [[{k: list(v) for k, v in p.items()}, why]
-                                        for p, why in tuning.skipped]
+        tuned = tuning_record(tuning)
+        record["autotuned_at"], record["autotuned_kernels"] = tuned["at"], tuned["kernels"]
+        if tuned["skipped"]:
+            record["tuning_skipped"] = tuned["skipped"]
     return [f"{warm.WARM_NAME} = " + pprint.pformat(record, width=100, sort_dicts=False), ""]
 
 

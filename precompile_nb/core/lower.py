@@ -30,11 +30,13 @@ from .schemas import Captured, Lowered
 def lower(captured: Captured, backend: str, *,
           tune_sizes: tuple[int | Mapping[str, int], ...] = ()) -> Lowered:
     """Lower a captured graph with `backend` ("eager" or "inductor"); a CUDA graph with
-    dynamic sizes is autotuned at `tune_sizes` too (Note [a configuration per size])."""
+    dynamic sizes is autotuned at `tune_sizes` too (Note [a configuration per size]), which
+    are checked whatever the backend and device."""
+    asked = tuning_stage.asked_points(captured, tune_sizes)
     if backend == "eager":
         return _lower_eager(captured)
     if backend == "inductor":
-        return _lower_inductor(captured, tune_sizes)
+        return _lower_inductor(captured, asked)
     raise ValueError(f"precompile: unknown backend {backend!r}; use 'inductor' or 'eager'")
 
 
@@ -151,13 +153,12 @@ class _Assume(Exception):
         self.guard, self.sizes = guard, sizes
 
 
-def _lower_inductor(c: Captured, tune_sizes: tuple = ()) -> Lowered:
+def _lower_inductor(c: Captured, asked: list[dict[int, int]]) -> Lowered:
     t0 = time.perf_counter()
     guards: list[Guard] = []
     while True:
         try:
-            lowered = _lower_inductor_once(c, t0, len(guards) < _MAX_LOWERING_GUARDS,
-                                           tune_sizes)
+            lowered = _lower_inductor_once(c, t0, len(guards) < _MAX_LOWERING_GUARDS, asked)
             break
         except _Assume as a:
             _compat.assume(c.fake_inputs, a.sizes, a.guard.expr)
@@ -199,7 +200,7 @@ def _lowering_guard(c: Captured, e: BaseException) -> _Assume | None:
 
 
 def _lower_inductor_once(c: Captured, t0: float, may_assume: bool,
-                         tune_sizes: tuple = ()) -> Lowered:
+                         asked: list[dict[int, int]]) -> Lowered:
     # Note [data guards]: with them, BatchNorm's statistics are written by the driver too
     # (after the graph passed its checks), not inside the compiled graph
     fgm = _compat.functionalize(c.graph, c.fake_inputs,
@@ -236,9 +237,7 @@ def _lower_inductor_once(c: Captured, t0: float, may_assume: bool,
             tuning = tuning_stage.autotune(
                 c, fake_inputs, unread, kernel_vars,
                 lambda shapes, values: _compat.autotune_now(compiled, fake_inputs, shapes,
-                                                            values), tune_sizes)
-        elif tune_sizes:
-            tuning_stage.asked_points(c, unread, tune_sizes)  # bad sizes are still an error
+                                                            values), asked)
         if cuda:  # how the warm load launches each kernel's one binary (Note [warm CUDA load])
             launches = _compat.triton_launch_records(kernel_vars)
         files = _compat.triton_binaries_only(_collect_files(cache_dir))

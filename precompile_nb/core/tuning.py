@@ -42,7 +42,15 @@ _Point = dict[int, int]  # example size of a group of dims -> its size at the po
 
 def check_tune_sizes(tune_sizes: Any) -> tuple[int | Mapping[str, int], ...]:
     """The option's form: a list of sizes (int) or of {"x.size(0)": n, ...} points."""
-    items = tuple(tune_sizes or ())
+    if tune_sizes is None:
+        return ()
+    if not isinstance(tune_sizes, (list, tuple)):
+        raise PrecompileError(
+            "tune_sizes takes a list", invariant=3, stage="lower",
+            where="precompile(..., tune_sizes=...)", expected="a list of sizes",
+            actual=f"{type(tune_sizes).__name__}: {tune_sizes!r}"[:80],
+            hint="tune_sizes=[1, 256] (a list, even for one size: tune_sizes=[64])")
+    items = tuple(tune_sizes)
     for item in items:
         ok = (type(item) is int and item > 0) or (isinstance(item, Mapping) and all(
             isinstance(k, str) and type(v) is int and v > 0 for k, v in item.items()))
@@ -59,19 +67,24 @@ def check_tune_sizes(tune_sizes: Any) -> tuple[int | Mapping[str, int], ...]:
 
 def autotune(c: Captured, fake_inputs: Sequence[Any], unread: tuple[int, ...],
              kernel_vars: Sequence[str], run_at: Callable[[list, list], None],
-             tune_sizes: Sequence[int | Mapping[str, int]] = ()) -> Tuning:
-    """Tune the graph just compiled at its size points (Note [a configuration per size]);
-    `run_at(shapes, values)` runs it once on inputs of those (shape, stride)s and values."""
+             asked: Sequence[_Point] = ()) -> Tuning:
+    """Tune the graph just compiled at its size points (Note [a configuration per size]),
+    `asked` those of tune_sizes (asked_points); `run_at(shapes, values)` runs it once on
+    inputs of those (shape, stride)s and values."""
     dims = _dynamic_dims(c, unread)
-    asked = asked_points(c, unread, tune_sizes)
-    points, skipped = _points(c, dims, asked)
+    points, skipped = _points(c, dims, list(asked))
+    example = tuning_values(c, len(fake_inputs), unread)
+
+    def run(point: _Point) -> None:
+        run_at(*_inputs_at(c, fake_inputs, unread, dims, example, point))
+
     choices: dict[str, list[tuple[int, list[str], dict[str, Any]]]] = {}
     tuned: list[_Point] = []
     counts: list[int] = []
     with _compat.tuning_at_sizes(kernel_vars) as tune:
         for point in points[1:]:
             try:
-                got = tune(lambda p=point: run_at(*_inputs_at(c, fake_inputs, unread, p)), True)
+                got = tune(lambda p=point: run(p), True)
             except torch.cuda.OutOfMemoryError as e:
                 _failed(c, dims, point, asked, skipped, e)
                 torch.cuda.empty_cache()
@@ -82,19 +95,33 @@ def autotune(c: Captured, fake_inputs: Sequence[Any], unread: tuple[int, ...],
             tuned.append(point)
             counts.append(len(got))
             _add(choices, got)
-        example = tune(lambda: run_at(*_inputs_at(c, fake_inputs, unread, {})), False)
-    _add(choices, example, first=True)
+        at_example = tune(lambda: run({}), False)
+    _add(choices, at_example, first=True)
     return Tuning(at=tuple(_shapes(c, dims, p) for p in [{}, *tuned]),
-                  kernels=(len(example), *counts),
+                  kernels=(len(at_example), *counts),
                   skipped=tuple((_shapes(c, dims, p), why) for p, why in skipped),
                   by_size={v: _buckets(ch) for v, ch in choices.items()
                            if len({r["hash"] for _, _, r in ch}) > 1})
 
 
-def asked_points(c: Captured, unread: tuple[int, ...],
+def tuning_record(t: Tuning) -> dict[str, Any]:
+    """A Tuning as plain data: the report's `autotuning`, and _PC_WARM's autotuned_at /
+    autotuned_kernels / tuning_skipped."""
+    def point(p: Mapping[str, tuple[int, ...]]) -> dict[str, list[int]]:
+        return {k: list(v) for k, v in p.items()}
+
+    return {"at": [point(p) for p in t.at], "kernels": list(t.kernels),
+            "skipped": [{"at": point(p), "why": why} for p, why in t.skipped],
+            "by_size": sorted(t.by_size)}
+
+
+def asked_points(c: Captured,
                  tune_sizes: Sequence[int | Mapping[str, int]]) -> list[_Point]:
-    """tune_sizes as points, each checked (PrecompileError): dims, ranges, guards."""
-    dims = _dynamic_dims(c, unread)
+    """tune_sizes as points, each checked (PrecompileError): dims, ranges, guards. Checked
+    for every backend and device, tuned where a CUDA graph is autotuned."""
+    if not tune_sizes:
+        return []
+    dims = _dynamic_dims(c, ())
     return [_asked_point(c, dims, item) for item in tune_sizes]
 
 
@@ -217,13 +244,13 @@ def _input_elements(c: Captured, dims: dict, point: _Point) -> int:
     return sum(math.prod(_shape_at(c, i, dims, point)) for i in {i for i, _ in dims})
 
 
-def _inputs_at(c: Captured, fake_inputs: Sequence[Any], unread: tuple[int, ...],
-               point: _Point) -> tuple[list, list]:
-    """(shape, stride) of each lowered graph input at the point, and its value: the example's
-    (Note [tuning on the example's values]), cut or repeated along each dim that moves."""
-    dims = _dynamic_dims(c, unread)
+def _inputs_at(c: Captured, fake_inputs: Sequence[Any], unread: tuple[int, ...], dims: dict,
+               example: list[Any], point: _Point) -> tuple[list, list]:
+    """(shape, stride) of each lowered graph input at the point, and its value: the
+    example's (`example`, Note [tuning on the example's values]), cut or repeated along each
+    dim that moves."""
     kept = [i for i in range(len(c.inputs)) if i not in unread]
-    values = tuning_values(c, len(fake_inputs), unread)
+    values = list(example)
     shapes: list = []
     for k, fake in enumerate(fake_inputs):
         i = kept[k] if k < len(kept) else None

@@ -16,6 +16,7 @@ from ..runtime.convention import OptimArg, mesh_text
 from ..core.emit import section_lines
 from ..core.errors import PrecompileError
 from ..core.schemas import Artifact
+from ..core.tuning import tuning_record
 
 REPORT_VERSION = 1
 
@@ -53,7 +54,7 @@ def report_data(art: Artifact, *, load_stats: dict | None = None) -> dict[str, A
         # conditions on dynamic sizes the graph was captured under, checked on every call
         "guards": [{"text": g.text, "source": g.source} for g in conv.guards],
         # where a CUDA graph was autotuned (Note [a configuration per size]); None: not tuned
-        "autotuning": _tuning_row(lw.tuning),
+        "autotuning": tuning_record(lw.tuning) if lw.tuning is not None else None,
         "stages": [[n, round(s, 4)] for n, s in art.stage_seconds],
         "python_code": art.python_code,
         "python_code_bytes": len(art.python_code.encode("utf-8")),
@@ -71,16 +72,6 @@ def report_data(art: Artifact, *, load_stats: dict | None = None) -> dict[str, A
         "invariants": invariant_checklist(art),
         "violation": None,
     }
-
-
-def _tuning_row(t: Any) -> dict[str, Any] | None:
-    if t is None:
-        return None
-    return {"at": [{k: list(v) for k, v in p.items()} for p in t.at],
-            "kernels": list(t.kernels),
-            "skipped": [{"at": {k: list(v) for k, v in p.items()}, "why": why}
-                        for p, why in t.skipped],
-            "by_size": sorted(t.by_size)}
 
 
 def _optimizer_rows(c: Any, lw: Any) -> list[dict[str, Any]]:

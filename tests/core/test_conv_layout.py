@@ -122,11 +122,12 @@ def test_backward_convolutions_read_channels_last_only_where_the_graph_computes_
     assert sum(a.op != "placeholder" and a not in returned for a in args) >= changed
 
 
-def _nchw_buffers(source: str) -> list[tuple[str, ...]]:
-    """The 4-D buffers a generated module allocates in NCHW (channels and spatial size > 1)."""
+def _buffers_4d(source: str, channels_last: bool) -> list[tuple[str, ...]]:
+    """The 4-D buffers a generated module allocates in NCHW, or in channels_last (channels
+    and spatial size > 1)."""
     return [b for b in re.findall(r"empty_strided_\w+\(\((\d+), (\d+), (\d+), (\d+)\), "
                                   r"\((\d+), (\d+), (\d+), (\d+)\)", source)
-            if b[5] != "1" and int(b[1]) > 1 and int(b[2]) * int(b[3]) > 1]
+            if (b[5] == "1") == channels_last and int(b[1]) > 1 and int(b[2]) * int(b[3]) > 1]
 
 
 def test_a_graph_whose_backward_convolutions_read_channels_last_computes_eagers_values():
@@ -153,7 +154,8 @@ def test_a_graph_whose_backward_convolutions_read_channels_last_computes_eagers_
         for g, ref in zip(got, (m[0].weight.grad, m[3].weight.grad)):
             assert g.stride() == ref.stride()
             torch.testing.assert_close(g, ref, rtol=1e-4, atol=1e-4)
-    assert len(_nchw_buffers(sources[True])) < len(_nchw_buffers(sources[False])), sources
+    nchw = {k: _buffers_4d(v, channels_last=False) for k, v in sources.items()}
+    assert len(nchw[True]) < len(nchw[False]), sources
 
 
 def sgd_step(lr: float, autocast: str | None = None):
@@ -172,14 +174,6 @@ def sgd_step(lr: float, autocast: str | None = None):
     return step
 
 
-def _channels_last_buffers(source: str) -> list[tuple[str, ...]]:
-    """The 4-D buffers a generated module allocates in channels_last (channels and spatial
-    size > 1)."""
-    return [b for b in re.findall(r"empty_strided_\w+\(\((\d+), (\d+), (\d+), (\d+)\), "
-                                  r"\((\d+), (\d+), (\d+), (\d+)\)", source)
-            if b[5] == "1" and int(b[1]) > 1 and int(b[2]) * int(b[3]) > 1]
-
-
 def assert_one_layout_and_eagers_steps(m_ref: nn.Module, x: torch.Tensor, step, tol: float,
                                        layout: str = "channels_last"):
     """The precompiled `step` allocates its 4-D buffers in one layout: channels_last on the
@@ -190,8 +184,7 @@ def assert_one_layout_and_eagers_steps(m_ref: nn.Module, x: torch.Tensor, step, 
     from precompile_nb.core import build
 
     art = build(step, copy.deepcopy(m_ref), x)
-    other = _nchw_buffers if layout == "channels_last" else _channels_last_buffers
-    assert other(art.python_code) == []
+    assert _buffers_4d(art.python_code, channels_last=layout != "channels_last") == []
     f = precompile.load(art.python_code, art.cache)
     m_nb = copy.deepcopy(m_ref)
     for _ in range(3):

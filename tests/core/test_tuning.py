@@ -60,6 +60,7 @@ def test_an_end_of_the_range_that_breaks_a_guard_or_is_too_big_is_skipped_with_w
 
 
 @pytest.mark.parametrize("sizes, says", [
+    (64, "takes a list"), ("1,256", "takes a list"),
     ([0], "is not a size"), (["64"], "is not a size"), ([{"x.size(0)": 2.5}], "is not a size"),
     ([{"x.size(1)": 4}], "x.size(1) is not a dynamic dim"),
     ([3], "breaks the guard"), ([{"x.size(0)": 4, "y": 1}], "y is not a dynamic dim"),
@@ -79,15 +80,22 @@ def test_tune_sizes_outside_the_marked_range_or_ambiguous_are_an_error():
     mark_dynamic(x, 0, min=2, max=64)
     c = _captured(lambda x: x * 2, x)
     with pytest.raises(PrecompileError, match=r"outside its range \[2, 64\]"):
-        tuning.asked_points(c, (), [128])
+        tuning.asked_points(c, [128])
     a, b = torch.randn(8, 16), torch.randn(8, 16)
     mark_dynamic(a, 0)
     mark_dynamic(a, 1)
     with pytest.raises(PrecompileError, match="give a dict per point"):
-        tuning.asked_points(_captured(lambda a: a * 2, a), (), [4])
-    assert tuning.asked_points(_captured(lambda a: a * 2, a), (),
+        tuning.asked_points(_captured(lambda a: a * 2, a), [4])
+    assert tuning.asked_points(_captured(lambda a: a * 2, a),
                                [{"a.size(1)": 4}]) == [{16: 4}]
     del b
+
+
+def test_tune_sizes_are_checked_with_the_eager_backend_too():
+    x = torch.randn(8, 3)
+    mark_dynamic(x, 0, min=2, max=64)
+    with pytest.raises(PrecompileError, match=r"outside its range \[2, 64\]"):
+        precompile(lambda x: x * 2, x, backend="eager", tune_sizes=[128])
 
 
 def test_tune_sizes_on_a_cpu_graph_are_checked_and_the_artifact_works():

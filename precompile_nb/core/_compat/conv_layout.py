@@ -14,14 +14,18 @@ import torch
 
 def keeps_eager_layout(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> bool:
     """Whether Inductor compiles `gm` with layout optimization off, its convolutions in
-    eager's NCHW: a CUDA inference graph with a depthwise convolution (nchw_for_first_call)
-    or a CPU graph with a backward convolution (nchw_for_cpu_training); never when the user
-    forces it (torch._inductor.config.force_layout_optimization)."""
+    eager's NCHW: on CUDA an inference graph with a depthwise convolution (Note [depthwise
+    convolutions keep NCHW]), on the CPU a graph with a backward convolution (Note [CPU
+    training keeps NCHW]); never when the user forces it (torch._inductor.config.
+    force_layout_optimization)."""
     from torch._inductor import config as inductor_config
 
     if inductor_config.force_layout_optimization:
         return False
-    return nchw_for_first_call(gm, example_inputs) or nchw_for_cpu_training(gm, example_inputs)
+    if any(isinstance(t, torch.Tensor) and t.device.type == "cuda" for t in example_inputs):
+        return has_depthwise_conv_and_no_backward(gm)
+    backward = torch.ops.aten.convolution_backward.default
+    return any(n.op == "call_function" and n.target is backward for n in gm.graph.nodes)
 
 
 # Note [CPU training keeps NCHW]
@@ -43,35 +47,20 @@ def keeps_eager_layout(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) 
 #   channels_last]).
 
 
-def nchw_for_cpu_training(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> bool:
-    """Note [CPU training keeps NCHW]: no CUDA tensor among the inputs, and a
-    convolution_backward in the graph."""
-    if any(isinstance(t, torch.Tensor) and t.device.type == "cuda" for t in example_inputs):
-        return False
-    backward = torch.ops.aten.convolution_backward.default
-    return any(n.op == "call_function" and n.target is backward for n in gm.graph.nodes)
-
-
-def nchw_for_first_call(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> bool:
-    """Note [depthwise convolutions keep NCHW]: a CUDA inference graph with a depthwise
-    convolution is compiled with Inductor's layout optimization off (unless the user forces
-    it: config.force_layout_optimization). With it on, Inductor runs the convolutions in
-    channels_last, and cuDNN's first call of those convolutions in a process costs seconds
-    (H200, cuDNN 9, timm efficientnet_b0 batch 8: eager's own first call 0.74 s in NCHW,
-    2.51 s in channels_last): a warm load's first call paid 1.98 s against 0.25 s in NCHW,
-    with the steady call no slower (2.70 vs 2.85 ms; benchmarks/conv_layout.py). Graphs with
-    a backward keep Inductor's choice: for efficientnet_b0's training step the same trade
-    goes the other way (`conv_layout.py --workload train`): NCHW starts 1.39 s after load
-    against 3.06 s, but each step takes 25.7 ms against 17.2 ms in channels_last, a loss
-    that a training run pays every step. Writing the depthwise convolutions as generated code
-    instead (no cuDNN call at all) was tried and costs more than it saves: convnext_tiny's
-    precompile went from 17 s to 204 s (benchmarks/depthwise_as_code.py says how)."""
-    from torch._inductor import config as inductor_config
-
-    if inductor_config.force_layout_optimization or not any(
-            isinstance(t, torch.Tensor) and t.device.type == "cuda" for t in example_inputs):
-        return False
-    return has_depthwise_conv_and_no_backward(gm)
+# Note [depthwise convolutions keep NCHW]
+#   A CUDA inference graph with a depthwise convolution is compiled with Inductor's layout
+#   optimization off (unless the user forces it: config.force_layout_optimization). With it on,
+#   Inductor runs the convolutions in channels_last, and cuDNN's first call of those
+#   convolutions in a process costs seconds (H200, cuDNN 9, timm efficientnet_b0 batch 8:
+#   eager's own first call 0.74 s in NCHW, 2.51 s in channels_last): a warm load's first call
+#   paid 1.98 s against 0.25 s in NCHW, with the steady call no slower (2.70 vs 2.85 ms;
+#   benchmarks/conv_layout.py). Graphs with a backward keep Inductor's choice: for
+#   efficientnet_b0's training step the same trade goes the other way (`conv_layout.py
+#   --workload train`): NCHW starts 1.39 s after load against 3.06 s, but each step takes 25.7
+#   ms against 17.2 ms in channels_last, a loss that a training run pays every step. Writing the
+#   depthwise convolutions as generated code instead (no cuDNN call at all) was tried and costs
+#   more than it saves: convnext_tiny's precompile went from 17 s to 204 s
+#   (benchmarks/depthwise_as_code.py says how).
 
 
 def has_depthwise_conv_and_no_backward(gm: torch.fx.GraphModule) -> bool:
