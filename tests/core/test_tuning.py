@@ -4,6 +4,7 @@ path picks a kernel's configuration by size. The tuning runs themselves need a G
 (tests/core/test_warm_cuda.py); what decides them is checked here, on the CPU."""
 from __future__ import annotations
 
+import dataclasses
 import warnings
 
 import pytest
@@ -104,6 +105,35 @@ def test_tune_sizes_on_a_cpu_graph_are_checked_and_the_artifact_works():
     f = precompile.load(*precompile(lambda x: x.reshape(-1, 2, 3).sum(1), x,
                                     tune_sizes=[2, 64]))
     torch.testing.assert_close(f(torch.ones(6, 3)), torch.full((3, 3), 2.0))
+
+
+def test_each_point_runs_the_graph_once_on_the_examples_values_and_the_example_runs_last(
+        monkeypatch):
+    # the GPU's part (Inductor's autotuner) stood in for: what runs, at which sizes, on what
+    import contextlib
+
+    x = torch.arange(16.).reshape(4, 4)
+    mark_dynamic(x, 0, min=2, max=16)
+    c = _captured(lambda x: x * 2, x)
+    c = dataclasses.replace(c, example_tensors=(x,))
+    runs, modes = [], []
+
+    @contextlib.contextmanager
+    def tuning_at_sizes(kernel_vars):
+        def tune(call, keep_all):
+            modes.append(keep_all)
+            call()
+            return {}
+        yield tune
+
+    monkeypatch.setattr(tuning._compat, "tuning_at_sizes", tuning_at_sizes)
+    t = tuning.autotune(c, c.fake_inputs, (), [], lambda shapes, values: runs.append(
+        (shapes[0], values[0].tolist())), tuning.asked_points(c, [8]))
+    assert [s for s, _ in runs] == [((8, 4), (4, 1)), ((2, 4), (4, 1)), ((16, 4), (4, 1)),
+                                    ((4, 4), (4, 1))]
+    assert runs[1][1] == x[:2].tolist() and runs[0][1] == torch.cat([x, x]).tolist()
+    assert modes == [True, True, True, False] and t.at[0] == {"x": (4, 4)}
+    assert t.kernels == (0, 0, 0, 0) and t.by_size == {} and t.skipped == ()
 
 
 def test_inputs_at_a_point_are_the_examples_values_cut_or_repeated_in_its_layout():
