@@ -11,7 +11,14 @@ instead of zoo cases. A tool name with `+nopool` runs with TORCH_WARM_POOL=0: In
 compile workers are not started ahead of the first kernel (Note [compile workers start with
 the capture]), for precompile_nb as for torch.compile; with `+prof` it runs under cProfile
 (inflated times; the json's `top` lists the 40 functions of most own time and the 60 of most
-inclusive time), e.g. `nb+prof`.
+inclusive time), e.g. `nb+prof`; with `+pieces=K` precompile_nb compiles the graph in K pieces
+at once (PRECOMPILE_NB_PIECES, Note [a graph compiled in pieces]; `nb+pieces=1`: in one piece,
+as before it), where plain `nb` decides from the graph and the machine's cores (n.pieces says
+how many it took; the Inductor columns then time only this process, the pieces' own compiles
+run in their workers).
+
+With --steady N, each row also times N calls of what it compiled (precompile_nb's loaded
+artifact, torch.compile's function) and of eager's fn, in the same process (median ms).
 
 Columns (seconds, inclusive, summed over every call; they nest): total (precompile, or
 torch.compile's compile + first call), capture (precompile_nb's make_fx of fn), functionalize
@@ -56,7 +63,7 @@ else:
     from workloads import build as build_workload
     w = build_workload(case, {device!r})
     fn, args, kind = w.fn, w.args, "infer" if w.inference else "train"
-T, N = {{}}, {{}}
+T, N, SPLIT = {{}}, {{}}, ""
 def timed(owner, name, key):
     orig = getattr(owner, name)
     @functools.wraps(orig)
@@ -94,11 +101,31 @@ with ctx:
         from precompile_nb.core import build
         art = build(fn, *args)
         code = art.python_code; stages = dict(art.stage_seconds)
+        split = art.lowered.split
+        N["pieces"] = split.count if split else 1
+        SPLIT = repr(split)
     else:
         out = torch.compile(fn)(*args); sync()
         code, stages = "", {{}}
     if prof: prof.disable()
 total = time.perf_counter() - t0
+STEADY = {{}}
+if {steady!r}:  # steady state: median of N calls of the compiled step, and of eager's
+    def median_ms(f):
+        with ctx:
+            for _ in range(3):
+                f(*args)
+            sync()
+            ts = []
+            for _ in range({steady!r}):
+                t = time.perf_counter(); f(*args); sync(); ts.append(time.perf_counter() - t)
+        return sorted(ts)[len(ts) // 2] * 1e3
+    if {tool!r}.startswith("nb"):
+        from precompile_nb import precompile
+        STEADY["tool_ms"] = median_ms(precompile.load(code, art.cache))
+    else:
+        STEADY["tool_ms"] = median_ms(torch.compile(fn))
+    STEADY["eager_ms"] = median_ms(fn)
 if {sources!r}:
     with open({sources!r}, "w") as f:
         f.write(("\n# ---- next module ----\n").join(SOURCES or [code]))
@@ -108,20 +135,23 @@ top = ({{"own": top_functions(prof, 40), "inclusive": top_functions(prof, 60, Tr
 T["autotune"] = sum(a[2] for a in AUTOTUNED)
 N["autotune"], N["configs"] = len(AUTOTUNED), sum(a[1] for a in AUTOTUNED)
 print(json.dumps({{"total": total, "stages": stages, "t": T, "n": N, "autotuned": AUTOTUNED,
-                  "top": top,
+                  "top": top, "split": SPLIT, "steady": STEADY,
                   "kernels": code.count("async_compile.triton(") + code.count("cpp_pybinding(")}}))
 """
 
 
-def run(case: str, tool: str, device: str, sources: str = "") -> dict:
+def run(case: str, tool: str, device: str, sources: str = "", steady: int = 0) -> dict:
     with tempfile.TemporaryDirectory(prefix="cold_split_") as tmp:
         env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=os.path.join(tmp, "inductor"),
                    TRITON_CACHE_DIR=os.path.join(tmp, "triton"), TMPDIR=tmp, OMP_NUM_THREADS="1")
         env.pop("PYTHONPATH", None)
         if "+nopool" in tool:
             env["TORCH_WARM_POOL"] = "0"
+        m = re.search(r"\+pieces=(\d+)", tool)
+        if m:
+            env["PRECOMPILE_NB_PIECES"] = m.group(1)
         src = _CHILD.format(root=ROOT, bench=HERE, case=case, tool=tool, device=device,
-                            sources=sources)
+                            sources=sources, steady=steady)
         r = subprocess.run([sys.executable, "-c", src], env=env, capture_output=True, text=True,
                            timeout=1800)
     if r.returncode != 0:
@@ -139,13 +169,15 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=1,
                     help="rounds; each round runs every tool once, in turn")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--steady", type=int, default=0,
+                    help="also time N calls of the compiled step and of eager's (median ms)")
     ap.add_argument("--sources", action="store_true",
                     help="keep each run's generated modules in OUT/sources_CASE_TOOL.py")
     args = ap.parse_args()
     cols = ("capture", "functionalize", "lowering", "scheduler", "codegen", "module",
             "autotune")
-    lines = ["| case | tool | round | total s | " + " | ".join(cols) + " | graphs | kernels |",
-             "| --- | --- | ---: | ---: |" + " ---: |" * (len(cols) + 2)]
+    lines = ["| case | tool | round | total s | " + " | ".join(cols) + " | graphs | kernels | pieces | step ms | eager ms |",
+             "| --- | --- | ---: | ---: |" + " ---: |" * (len(cols) + 5)]
     rows: dict = {}
     tools = args.tools.split(",")
     cases = (args.workloads or args.zoo).split(",")
@@ -157,7 +189,7 @@ def main() -> None:
                     os.makedirs(args.out, exist_ok=True)
                     name = re.sub(r"[^A-Za-z0-9_.-]", "_", f"sources_{case}_{tool}_{k}.py")
                     keep = os.path.join(os.path.abspath(args.out), name)
-                r = run(case, tool, args.device, keep)
+                r = run(case, tool, args.device, keep, args.steady)
                 rows.setdefault(f"{case}:{tool}", []).append(r)
                 if "error" in r:
                     lines.append(f"| {case} | {tool} | {k + 1} | error: "
@@ -166,7 +198,11 @@ def main() -> None:
                     t = dict(r["t"], capture=r["stages"].get("capture", 0.0))
                     lines.append(f"| {case} | {tool} | {k + 1} | {r['total']:.1f} | "
                                  + " | ".join(f"{t.get(c, 0.0):.1f}" for c in cols)
-                                 + f" | {r['n'].get('lowering', 0)} | {r['kernels'] or ''} |")
+                                 + f" | {r['n'].get('lowering', 0)} | {r['kernels'] or ''} | "
+                                 + f"{r['n'].get('pieces', '')} | "
+                                 + " | ".join(f"{r['steady'][k]:.2f}" if k in r.get(
+                                     "steady", {}) else "" for k in ("tool_ms", "eager_ms"))
+                                 + " |")
                 print(lines[-1], flush=True)
     lines += ["", "Total / torch.compile's (min of the rounds each):", "",
               "| case | " + " | ".join(t for t in tools if t != "tc") + " |",

@@ -78,6 +78,21 @@ def _lowered_node(n: torch.fx.Node) -> LoweredNode:
                        args=tuple(a.name for a in n.all_input_nodes), free=free)
 
 
+def lowered_graph(*gms: torch.fx.GraphModule) -> LoweredGraph:
+    """The first of `gms` (the graph Inductor lowered) as plain records, with the ATen op names
+    of all of them: what parse_kernels reads each kernel's graph nodes from (Note [kernel
+    provenance])."""
+    names = set()
+    for gm in gms:
+        for n in gm.graph.nodes:
+            if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload):
+                base = n.target.__name__.split(".")[0]
+                names.add(base)
+                names.add(base.lstrip("_"))
+    nodes = tuple(_lowered_node(n) for n in gms[0].graph.nodes) if gms else ()
+    return LoweredGraph(ops=frozenset(names), nodes=nodes)
+
+
 @dataclasses.dataclass
 class _Call:
     """One kernel call in the wrapper's `call`."""
@@ -92,7 +107,7 @@ class _Call:
 def parse_kernels(source: str, known: LoweredGraph | set[str] = frozenset()
                   ) -> list[KernelInfo]:
     """The kernels Inductor generated, each with the ATen ops and graph nodes it computes
-    (Note [kernel provenance]); `known` is the lowered graph (_op_names), or only op names,
+    (Note [kernel provenance]); `known` is the lowered graph (lowered_graph), or only op names,
     then the nodes come from Inductor's comments alone (2.11-2.14 module layout).
 
     >>> parse_kernels("x = 1\\n")

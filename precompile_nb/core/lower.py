@@ -20,11 +20,11 @@ from typing import Any
 import torch
 
 from ..runtime.convention import AliasOut, GraphOut, Guard, InputOut, WriteBack
-from . import _compat, warm
+from . import _compat, pieces, warm
 from . import tuning as tuning_stage
 from .errors import PrecompileError
-from .kernels import LoweredGraph, _lowered_node, parse_kernels
-from .schemas import Captured, Lowered
+from .kernels import lowered_graph, parse_kernels
+from .schemas import Captured, KernelInfo, Lowered, Split
 
 
 def lower(captured: Captured, backend: str, *,
@@ -223,14 +223,7 @@ def _lower_inductor_once(c: Captured, t0: float, may_assume: bool,
     launches: dict[str, dict] = {}
     with _compat.private_compile_cache() as cache_dir, (
             _compat.recording_triton_launchers() if cuda else contextlib.nullcontext()):
-        try:
-            source, inner_gm, compiled = _compat.inductor_compile(
-                fgm, fake_inputs, dynamic=c.tracing_mode != "fake")
-        except Exception as e:  # noqa: BLE001 - re-raised with the invariant it breaks
-            assume = _lowering_guard(c, e) if may_assume else None
-            if assume is not None:
-                raise assume from e
-            raise _lowering_error(c, e) from e
+        source, kernels, compiled, split = _compile(c, fgm, fake_inputs, cuda, may_assume)
         kernel_vars = warm.triton_kernel_vars(source) if cuda else []
         tuning = None
         if cuda and _autotune_at_precompile(c, fgm):
@@ -245,9 +238,37 @@ def _lower_inductor_once(c: Captured, t0: float, may_assume: bool,
             files = _with_isa_probes(files, cache_dir)
     source = _compat.strip_inductor_main(source)
     return Lowered(backend="inductor", source=source, convention=convention,
-                   kernels=tuple(parse_kernels(source, _op_names(inner_gm, fgm))),
-                   files=tuple(files), seconds=time.perf_counter() - t0, launches=launches,
-                   tuning=tuning)
+                   kernels=kernels, files=tuple(files), seconds=time.perf_counter() - t0,
+                   launches=launches, tuning=tuning, split=split)
+
+
+def _compile(c: Captured, fgm: torch.fx.GraphModule, fake_inputs: list, cuda: bool,
+             may_assume: bool) -> tuple[str, tuple[KernelInfo, ...], Any, Split]:
+    """Inductor on the functional graph, in pieces at once where that pays and is sound
+    (Note [a graph compiled in pieces]), else in one: (module source, its kernels, the
+    compiled callable, how it was split)."""
+    count, why = 1, "sizes are dynamic" if c.tracing_mode != "fake" else (
+        "data guards" if c.convention.data_guards else "")
+    if not why:
+        count, why = pieces.how_many(fgm, cuda)
+    if count > 1:
+        t0 = time.perf_counter()
+        joined = pieces.compile_in_pieces(fgm, count, cuda)
+        if not isinstance(joined, str):
+            return joined.source, joined.kernels, joined.run, Split(
+                count, why, time.perf_counter() - t0)
+        why = f"compiling in {count} pieces failed, so in one: {joined}"
+    try:
+        source, inner_gm, compiled = _compat.inductor_compile(
+            fgm, fake_inputs, dynamic=c.tracing_mode != "fake")
+    except Exception as e:  # noqa: BLE001 - re-raised with the invariant it breaks
+        assume = _lowering_guard(c, e) if may_assume else None
+        if assume is not None:
+            raise assume from e
+        raise _lowering_error(c, e) from e
+    kernels = tuple(parse_kernels(_compat.strip_inductor_main(source),
+                                  lowered_graph(inner_gm, fgm)))
+    return source, kernels, compiled, Split(1, why, 0.0)
 
 
 def _autotune_at_precompile(c: Captured, fgm: torch.fx.GraphModule) -> bool:
@@ -370,21 +391,6 @@ def _input_view(c: Captured, k: int, view: AliasOut) -> InputOut | AliasOut:
                                                              view.offset):
         return InputOut(index=view.index)
     return view
-
-
-def _op_names(*gms: torch.fx.GraphModule) -> LoweredGraph:
-    """The first of `gms` (the graph Inductor lowered) as plain records, with the ATen op names
-    of all of them: what parse_kernels reads each kernel's graph nodes from (Note [kernel
-    provenance])."""
-    names = set()
-    for gm in gms:
-        for n in gm.graph.nodes:
-            if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload):
-                base = n.target.__name__.split(".")[0]
-                names.add(base)
-                names.add(base.lstrip("_"))
-    nodes = tuple(_lowered_node(n) for n in gms[0].graph.nodes) if gms else ()
-    return LoweredGraph(ops=frozenset(names), nodes=nodes)
 
 
 def _collect_files(cache_dir: str) -> list[tuple[str, str, bytes]]:

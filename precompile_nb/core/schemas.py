@@ -104,6 +104,18 @@ class Lowered:
     launches: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     # how a CUDA graph was autotuned at precompile (None: not tuned, CPU or collectives)
     tuning: Tuning | None = None
+    # how many pieces Inductor compiled the graph in at once (Note [a graph compiled in
+    # pieces], core/pieces.py), and why that many
+    split: Split | None = None
+
+
+@dataclass(frozen=True)
+class Split:
+    """How a graph was compiled: in `count` pieces at once (1: in one), and why."""
+
+    count: int
+    why: str
+    seconds: float  # wall time of the compile in pieces (0.0 in one)
 
 
 @dataclass(frozen=True)

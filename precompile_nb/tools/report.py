@@ -56,6 +56,10 @@ def report_data(art: Artifact, *, load_stats: dict | None = None) -> dict[str, A
         # where a CUDA graph was autotuned (Note [a configuration per size]); None: not tuned
         "autotuning": tuning_record(lw.tuning) if lw.tuning is not None else None,
         "stages": [[n, round(s, 4)] for n, s in art.stage_seconds],
+        # how many pieces Inductor compiled the graph in at once, and why (Note [a graph
+        # compiled in pieces]); None: the eager backend
+        "compiled_in": {"pieces": lw.split.count, "why": lw.split.why,
+                        "seconds": round(lw.split.seconds, 4)} if lw.split else None,
         "python_code": art.python_code,
         "python_code_bytes": len(art.python_code.encode("utf-8")),
         "sections": sections,

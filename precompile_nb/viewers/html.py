@@ -121,7 +121,19 @@ def _stages(data: dict[str, Any]) -> str:
             for n, s in stages]
     total = sum(s for _, s in stages)
     return ("<h4>Stage timings</h4>" + table(["stage", "time", ""], rows, cls="pcnb-stages")
-            + f'<p class="pcnb-muted">total {esc(human_seconds(total))}</p>')
+            + f'<p class="pcnb-muted">total {esc(human_seconds(total))}</p>'
+            + _compiled_in(data.get("compiled_in")))
+
+
+def _compiled_in(c: dict[str, Any] | None) -> str:
+    """How many pieces Inductor compiled the graph in at once, and why that many."""
+    if not c:
+        return ""
+    n = c.get("pieces") or 1
+    what = (f"Inductor compiled the graph in {esc(n)} pieces at once, in worker processes"
+            if n > 1 else "Inductor compiled the graph in one piece")
+    why = esc(c.get("why"))
+    return f'<p class="pcnb-pieces">{what} <span class="pcnb-muted">({why})</span></p>'
 
 
 def _cache_load(load: dict[str, Any] | None) -> str:

@@ -12,11 +12,12 @@ of its modules holds it:
   inductor.py  lowering and the compile-path load: AOTAutograd + Inductor, caches, Triton
   conv_layout.py  which convolution layouts Inductor is given, at lowering
   autotune.py  tuning a compiled CUDA graph at several sizes, at lowering
+  pieces.py    a graph compiled in pieces: kernel names apart, the modules joined, loaded
   parallel.py  capture of data parallelism: FSDP2's states and hooks, DDP's settings
   warm.py      the warm load, without the compiler stack
   realdata.py  data guards: fake tensors with real values, the decisions taken from them
   answers.py   what torch's compiler flags answer on the tracing thread while capture traces
-warm, inductor, conv_layout and autotune are imported with the door (a load runs on them); tracing,
+warm, inductor, conv_layout, autotune and pieces are imported with the door (a load runs on them); tracing,
 parallel, realdata and answers at the first use of one of their names (`_LAZY`).
 """
 from __future__ import annotations
@@ -32,6 +33,7 @@ from .conv_layout import (  # noqa: F401 - the door re-exports
     backward_convolutions_in_channels_last,
     backward_convolutions_see_channels_last,
     has_depthwise_conv_and_no_backward,
+    layout_optimized,
 )
 from .inductor import (  # noqa: F401 - the door re-exports
     SKIP_CACHE_PARTS,
@@ -54,6 +56,7 @@ from .inductor import (  # noqa: F401 - the door re-exports
     triton_cache_dir,
     triton_launch_records,
 )
+from .pieces import fake_inputs, join_modules, kernel_names_tagged, load_module  # noqa: F401
 from .warm import (  # noqa: F401 - the door re-exports
     WARM_IMPORTS,
     can_launch_cubins,

@@ -28,6 +28,21 @@ def keeps_eager_layout(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) 
     return any(n.op == "call_function" and n.target is backward for n in gm.graph.nodes)
 
 
+def layout_optimized(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> bool:
+    """Whether Inductor would lay the convolutions of `gm`, compiled as one graph with static
+    sizes, out in channels_last: keeps_eager_layout first, then Inductor's own rule on the
+    graph (2.11-2.15: GraphLowering.decide_layout_opt; the functional graph stands for the
+    one AOTAutograd hands it, which has the same convolutions and about as many nodes)."""
+    from torch._inductor.graph import GraphLowering
+
+    if not any(n.op == "call_function" and n.target is torch.ops.aten.convolution.default
+               for n in gm.graph.nodes):
+        return False
+    if keeps_eager_layout(gm, example_inputs):
+        return False
+    return bool(GraphLowering.decide_layout_opt(gm, is_inference=True))
+
+
 # Note [CPU training keeps NCHW]
 #   On the CPU, Inductor's layout optimization runs a CNN's convolutions in channels_last, and
 #   in a training step that costs more than it gives: oneDNN's channels_last convolution

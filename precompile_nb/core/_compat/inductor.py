@@ -61,13 +61,17 @@ def start_compile_workers() -> None:
 
 
 def inductor_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
-                     dynamic: bool = False) -> tuple[str, torch.fx.GraphModule, Callable]:
+                     dynamic: bool = False, record: dict[str, Any] | None = None,
+                     eager_layout: bool = False,
+                     ) -> tuple[str, torch.fx.GraphModule, Callable]:
     """AOTAutograd + Inductor on a functional graph. Returns (the generated module's source,
-    the post-AOTAutograd graph Inductor lowered, the compiled callable).
+    the post-AOTAutograd graph Inductor lowered, the compiled callable); `record`, when given,
+    gets the strides of each result Inductor's code returns ("output_strides").
     With dynamic sizes, Inductor's layout optimization is off (config.layout_optimization,
     2.11-2.14): it picks convolution layouts from the sizes, and with a symbolic batch it
     assumed a layout the convolution then did not return (a CNN's every call failed); and
-    where keeps_eager_layout says so (depthwise CUDA inference, CPU training)."""
+    where keeps_eager_layout says so (depthwise CUDA inference, CPU training), or the caller
+    (`eager_layout`: a piece of a graph whose convolutions stay in eager's layout)."""
     from torch._inductor import config as inductor_config
     from torch._inductor.compile_fx import compile_fx, compile_fx_inner
 
@@ -80,9 +84,13 @@ def inductor_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
                 layout_opt=kwargs.get("layout_opt")):
             compiled = compile_fx_inner(inner_gm, inner_inputs, **kwargs)
         seen["source"] = compiled.source_code  # 2.11-2.14: CompiledFxGraph.source_code
+        if record is not None:
+            from .pieces import output_strides
+
+            record["output_strides"] = output_strides(compiled)
         return compiled
 
-    layout = {"layout_optimization": False} if dynamic or keeps_eager_layout(
+    layout = {"layout_optimization": False} if dynamic or eager_layout or keeps_eager_layout(
         gm, example_inputs) else {}
     _alpha_as_mul(gm)
     with same_kernel_keys(), inductor_config.patch(layout), data_bound_scatters_kept():
