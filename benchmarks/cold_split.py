@@ -204,6 +204,10 @@ def main() -> None:
                                      "steady", {}) else "" for k in ("tool_ms", "eager_ms"))
                                  + " |")
                 print(lines[-1], flush=True)
+                if args.out:  # every row as it comes: a run cut short keeps what it measured
+                    os.makedirs(args.out, exist_ok=True)
+                    json.dump(rows, open(os.path.join(args.out, "cold_split.json"), "w"),
+                              indent=1)
     lines += ["", "Total / torch.compile's (min of the rounds each):", "",
               "| case | " + " | ".join(t for t in tools if t != "tc") + " |",
               "| --- |" + " ---: |" * sum(t != "tc" for t in tools)]
