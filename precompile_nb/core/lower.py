@@ -256,7 +256,7 @@ def _compile(c: Captured, fgm: torch.fx.GraphModule, fake_inputs: list, cuda: bo
         joined = pieces.compile_in_pieces(fgm, count, cuda)
         if not isinstance(joined, str):
             return joined.source, joined.kernels, joined.run, Split(
-                count, why, time.perf_counter() - t0)
+                count, why, time.perf_counter() - t0, joined.workers)
         why = f"compiling in {count} pieces failed, so in one: {joined}"
     try:
         source, inner_gm, compiled = _compat.inductor_compile(

@@ -12,6 +12,7 @@ import pickle
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -124,6 +125,8 @@ class Joined:
     kernels: tuple[KernelInfo, ...]
     pieces: int
     run: Callable[..., Any] | None  # the module's call, loaded (CUDA graphs: to autotune)
+    # per worker, seconds from its start until it was ready, had its piece, had compiled it
+    workers: tuple[tuple[float, float, float], ...]
 
 
 def how_many(gm: torch.fx.GraphModule, cuda: bool) -> tuple[int, str]:
@@ -486,9 +489,11 @@ def compile_in_pieces(gm: torch.fx.GraphModule, k: int, cuda: bool) -> Joined | 
     except _NoCut as e:
         return str(e)
     with tempfile.TemporaryDirectory(prefix="precompile_nb_pieces_") as folder:
+        started = time.time()
         procs = _start(k, folder)
         try:
-            source, kernels = _join(s, _answers(procs, s, folder))
+            answers = _answers(procs, s, folder)
+            source, kernels = _join(s, answers)
         except _NoCut as e:
             return str(e)
         finally:
@@ -503,14 +508,18 @@ def compile_in_pieces(gm: torch.fx.GraphModule, k: int, cuda: bool) -> Joined | 
         except Exception as e:  # noqa: BLE001 - compiled in one piece instead, and said why
             return f"the joined module did not load ({type(e).__name__}: {str(e)[:160]})"
         run = lambda *args: module.call(list(args))  # noqa: E731
-    return Joined(source=source, kernels=kernels, pieces=k, run=run)
+    workers = tuple(tuple(round(t - started, 3) for t in a["stamps"])  # type: ignore[misc]
+                    for a in answers)
+    return Joined(source=source, kernels=kernels, pieces=k, run=run, workers=workers)
 
 
 def _worker(out_path: str) -> None:
     """One worker: read a piece from stdin, compile it with Inductor, write the module's
     source, its kernels for the report and its results' strides to `out_path`."""
     _compat.start_compile_workers()
+    stamps = [time.time()]  # ready, got its piece, compiled it
     job = pickle.loads(sys.stdin.buffer.read())  # noqa: S301 - from the parent process
+    stamps.append(time.time())
     piece: Piece = job["piece"]
     from .kernels import lowered_graph, parse_kernels
 
@@ -520,8 +529,9 @@ def _worker(out_path: str) -> None:
     with _compat.kernel_names_tagged(job["tag"]):
         source, inner, _ = _compat.inductor_compile(gm, fakes, record=record,
                                                     eager_layout=True)
+    stamps.append(time.time())
     source = _compat.strip_inductor_main(source)
-    answer = {"source": source, "strides": record.get("output_strides"),
+    answer = {"source": source, "strides": record.get("output_strides"), "stamps": stamps,
               "kernels": parse_kernels(source, lowered_graph(inner, gm))}
     with open(out_path + ".tmp", "wb") as f:
         pickle.dump(answer, f)

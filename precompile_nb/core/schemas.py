@@ -116,6 +116,9 @@ class Split:
     count: int
     why: str
     seconds: float  # wall time of the compile in pieces (0.0 in one)
+    # per worker, seconds from its start until it was ready (torch imported), had its piece,
+    # had compiled it
+    workers: tuple[tuple[float, ...], ...] = ()
 
 
 @dataclass(frozen=True)

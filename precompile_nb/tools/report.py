@@ -59,7 +59,8 @@ def report_data(art: Artifact, *, load_stats: dict | None = None) -> dict[str, A
         # how many pieces Inductor compiled the graph in at once, and why (Note [a graph
         # compiled in pieces]); None: the eager backend
         "compiled_in": {"pieces": lw.split.count, "why": lw.split.why,
-                        "seconds": round(lw.split.seconds, 4)} if lw.split else None,
+                        "seconds": round(lw.split.seconds, 4),
+                        "workers": [list(w) for w in lw.split.workers]} if lw.split else None,
         "python_code": art.python_code,
         "python_code_bytes": len(art.python_code.encode("utf-8")),
         "sections": sections,

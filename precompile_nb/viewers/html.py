@@ -133,7 +133,11 @@ def _compiled_in(c: dict[str, Any] | None) -> str:
     what = (f"Inductor compiled the graph in {esc(n)} pieces at once, in worker processes"
             if n > 1 else "Inductor compiled the graph in one piece")
     why = esc(c.get("why"))
-    return f'<p class="pcnb-pieces">{what} <span class="pcnb-muted">({why})</span></p>'
+    workers = "".join(
+        f"<br>piece {k}: worker ready after {esc(w[0])} s, its piece compiled at {esc(w[2])} s"
+        for k, w in enumerate(c.get("workers") or []) if len(w) == 3)
+    return (f'<p class="pcnb-pieces">{what} <span class="pcnb-muted">({why})'
+            f"{workers}</span></p>")
 
 
 def _cache_load(load: dict[str, Any] | None) -> str:
