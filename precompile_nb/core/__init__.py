@@ -117,17 +117,22 @@ def build(fn: Callable, *example_inputs: Any, backend: str = "inductor",
             on_stage(name, "done", dt)
         return out
 
+    from . import pieces
     from .capture import capture  # Note [a load imports no stage]
     from .emit import emit
     from .lower import lower
 
-    if backend == "inductor" and on_cuda(example_inputs):
-        _compat.start_compile_workers()  # Note [compile workers start with the capture]
     with _compat.GLOBAL_LOCK:
-        captured = stage("capture", lambda: capture(fn, example_inputs,
-                                                    decompositions=decompositions,
-                                                    data_guards=data_guards))
-        lowered = stage("lower", lambda: lower(captured, backend, tune_sizes=sizes))
+        if backend == "inductor" and on_cuda(example_inputs):
+            _compat.start_compile_workers()  # Note [compile workers start with the capture]
+            pieces.start_workers("cuda")  # Note [piece workers start with the capture]
+        try:
+            captured = stage("capture", lambda: capture(fn, example_inputs,
+                                                        decompositions=decompositions,
+                                                        data_guards=data_guards))
+            lowered = stage("lower", lambda: lower(captured, backend, tune_sizes=sizes))
+        finally:
+            pieces.stop_workers()  # every early worker the lowering did not take
     captured = dataclasses.replace(captured, example_tensors=())  # no reference to the example
     python_code = stage("emit", lambda: emit(captured, lowered))
     cache = stage("pack", lambda: pack(python_code, backend, lowered.files + (

@@ -442,42 +442,105 @@ def _join(s: Cut, answers: list[dict[str, Any]]) -> tuple[str, tuple[KernelInfo,
 
 # ---- the workers ------------------------------------------------------------------------------
 
-def _start(k: int, folder: str) -> list[subprocess.Popen]:
-    """k worker processes, each with its share of the cores for its kernel compiles; they
-    see this compile's private cache dirs through the environment."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+class _Worker(NamedTuple):
+    proc: subprocess.Popen
+    folder: str  # its log and its answer
+    started: float  # time.time() at its start
+
+
+_EARLY: list[_Worker] = []  # started with the capture, waiting for a piece
+
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
         os.cpu_count() or 1)
+
+
+def _spawn(n: int, warm: str | None) -> list[_Worker]:
+    """n worker processes, each with its share of the cores for its kernel compiles;
+    `warm`: the device to warm Inductor up on while it waits for its piece."""
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env = {**os.environ, ENV: "1", "TORCHINDUCTOR_COMPILE_THREADS": str(max(1, cores // k)),
+    env = {**os.environ, ENV: "1", "TORCHINDUCTOR_COMPILE_THREADS": str(max(1, _cores() // n)),
            "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH"))
                                          if p)}
-    procs = []
-    for p in range(k):
-        with open(os.path.join(folder, f"piece{p}.log"), "wb") as log:
-            procs.append(subprocess.Popen(
-                [sys.executable, "-m", "precompile_nb.core.pieces",
-                 os.path.join(folder, f"piece{p}.out")],
-                stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, env=env))
-    return procs
+    workers = []
+    for _ in range(n):
+        folder = tempfile.mkdtemp(prefix="precompile_nb_piece_")
+        with open(os.path.join(folder, "log"), "wb") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "precompile_nb.core.pieces", folder,
+                 *(("--warm", warm) if warm else ())],
+                stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, env=env)
+        workers.append(_Worker(proc, folder, time.time()))
+    return workers
 
 
-def _answers(procs: list[subprocess.Popen], s: Cut, folder: str) -> list[dict[str, Any]]:
-    for p, (proc, piece) in enumerate(zip(procs, s.pieces)):
-        assert proc.stdin is not None
+# Note [piece workers start with the capture]
+#   A worker is a fresh Python process: before it can compile, it imports torch and
+#   Inductor, starts its kernel-compile pool, and Inductor initialises itself at its first
+#   compile (decompositions, pattern tables): 6-7 s on the H200 host, measured (t5's training
+#   step: the four workers were ready 6.4-6.5 s after their start). Started when lowering
+#   begins, that is all waiting. So for a CUDA graph on a machine with cores for at least two
+#   pieces, precompile starts them with the capture, as it starts Inductor's own compile pool
+#   (Note [compile workers start with the capture]), and each compiles a tiny graph on the
+#   device while it waits; lowering takes the ones it needs, and every other one is ended when
+#   the lowering ends, whatever it decided, or when capture fails.
+def start_workers(device: str) -> None:
+    """Start the workers a large graph would be compiled by, now (Note [piece workers start
+    with the capture]); nothing on a machine without cores for two pieces, or where
+    PRECOMPILE_NB_PIECES says one piece."""
+    asked = os.environ.get(ENV, "").strip()
+    n = min(_cores() // CORES_PER_PIECE, MAX_PIECES)
+    if asked:
+        n = int(asked) if asked.isdigit() else 1
+    if n >= 2 and not _EARLY:
+        _EARLY.extend(_spawn(n, device))
+
+
+def stop_workers(workers: Sequence[_Worker] | None = None) -> None:
+    """End `workers` (default: every one started early and not taken) and remove their
+    folders."""
+    import shutil
+
+    if workers is None:
+        workers, _EARLY[:] = list(_EARLY), []
+    for w in workers:
+        if w.proc.poll() is None:
+            w.proc.kill()
+        w.proc.wait()
+        if w.proc.stdin is not None:
+            w.proc.stdin.close()
+        shutil.rmtree(w.folder, ignore_errors=True)
+
+
+def _take(k: int) -> list[_Worker]:
+    """k workers: those started early first, then new ones."""
+    ws = [w for w in _EARLY[:k] if w.proc.poll() is None]
+    stop_workers([w for w in _EARLY[:k] if w not in ws])
+    del _EARLY[:k]
+    return ws + (_spawn(k - len(ws), None) if len(ws) < k else [])
+
+
+def _answers(workers: list[_Worker], s: Cut) -> list[dict[str, Any]]:
+    dirs = (os.environ.get("TORCHINDUCTOR_CACHE_DIR"), os.environ.get("TRITON_CACHE_DIR"))
+    for p, (w, piece) in enumerate(zip(workers, s.pieces)):
+        assert w.proc.stdin is not None
         try:
-            proc.stdin.write(pickle.dumps({"piece": piece, "tag": f"p{p}"}))
-            proc.stdin.close()
-        except OSError:  # it died starting: its log says why, below
+            w.proc.stdin.write(pickle.dumps({"piece": piece, "tag": f"p{p}", "dirs": dirs}))
+            w.proc.stdin.close()
+        except OSError:  # it died: its log says why, below
             pass
     answers = []
-    for p, proc in enumerate(procs):
-        rc = proc.wait()
+    for p, w in enumerate(workers):
+        rc = w.proc.wait()
         if rc != 0:
-            with open(os.path.join(folder, f"piece{p}.log"), "rb") as f:
+            with open(os.path.join(w.folder, "log"), "rb") as f:
                 tail = f.read().decode(errors="replace").strip().splitlines()[-1:]
             raise _NoCut(f"piece {p}'s compile failed ({tail[0] if tail else f'exit {rc}'})")
-        with open(os.path.join(folder, f"piece{p}.out"), "rb") as f:
-            answers.append(pickle.load(f))  # noqa: S301 - our own worker's answer
+        with open(os.path.join(w.folder, "out"), "rb") as f:
+            answer = pickle.load(f)  # noqa: S301 - our own worker's answer
+        answer["stamps"] = [t - w.started for t in answer["stamps"]]
+        answers.append(answer)
     return answers
 
 
@@ -488,19 +551,14 @@ def compile_in_pieces(gm: torch.fx.GraphModule, k: int, cuda: bool) -> Joined | 
         s = split(gm, k)
     except _NoCut as e:
         return str(e)
-    with tempfile.TemporaryDirectory(prefix="precompile_nb_pieces_") as folder:
-        started = time.time()
-        procs = _start(k, folder)
-        try:
-            answers = _answers(procs, s, folder)
-            source, kernels = _join(s, answers)
-        except _NoCut as e:
-            return str(e)
-        finally:
-            for proc in procs:
-                if proc.poll() is None:
-                    proc.kill()
-                    proc.wait()
+    workers = _take(k)
+    try:
+        answers = _answers(workers, s)
+        source, kernels = _join(s, answers)
+    except _NoCut as e:
+        return str(e)
+    finally:
+        stop_workers(workers)
     run = None
     if cuda:
         try:
@@ -508,17 +566,23 @@ def compile_in_pieces(gm: torch.fx.GraphModule, k: int, cuda: bool) -> Joined | 
         except Exception as e:  # noqa: BLE001 - compiled in one piece instead, and said why
             return f"the joined module did not load ({type(e).__name__}: {str(e)[:160]})"
         run = lambda *args: module.call(list(args))  # noqa: E731
-    workers = tuple(tuple(round(t - started, 3) for t in a["stamps"])  # type: ignore[misc]
-                    for a in answers)
-    return Joined(source=source, kernels=kernels, pieces=k, run=run, workers=workers)
+    workers_t = tuple(tuple(round(t, 3) for t in a["stamps"])  # type: ignore[misc]
+                      for a in answers)
+    return Joined(source=source, kernels=kernels, pieces=k, run=run, workers=workers_t)
 
 
-def _worker(out_path: str) -> None:
-    """One worker: read a piece from stdin, compile it with Inductor, write the module's
-    source, its kernels for the report and its results' strides to `out_path`."""
+def _worker(folder: str, warm: str | None) -> None:
+    """One worker: warm Inductor up on `warm`'s device, read a piece from stdin (none: the
+    lowering did not need this worker), compile it with Inductor into the cache dirs the job
+    names, write the module's source, its kernels for the report and its results' strides."""
     _compat.start_compile_workers()
+    if warm:
+        _compat.warm_inductor(warm)
     stamps = [time.time()]  # ready, got its piece, compiled it
-    job = pickle.loads(sys.stdin.buffer.read())  # noqa: S301 - from the parent process
+    data = sys.stdin.buffer.read()
+    if not data:
+        return
+    job = pickle.loads(data)  # noqa: S301 - from the parent process
     stamps.append(time.time())
     piece: Piece = job["piece"]
     from .kernels import lowered_graph, parse_kernels
@@ -526,19 +590,20 @@ def _worker(out_path: str) -> None:
     gm = piece_graph(piece)
     fakes = _compat.fake_inputs([(m.shape, m.stride, m.dtype, m.device) for m in piece.metas])
     record: dict[str, Any] = {}
-    with _compat.kernel_names_tagged(job["tag"]):
+    with _compat.compile_dirs(*job["dirs"]), _compat.kernel_names_tagged(job["tag"]):
         source, inner, _ = _compat.inductor_compile(gm, fakes, record=record,
                                                     eager_layout=True)
     stamps.append(time.time())
     source = _compat.strip_inductor_main(source)
     answer = {"source": source, "strides": record.get("output_strides"), "stamps": stamps,
               "kernels": parse_kernels(source, lowered_graph(inner, gm))}
-    with open(out_path + ".tmp", "wb") as f:
+    out = os.path.join(folder, "out")
+    with open(out + ".tmp", "wb") as f:
         pickle.dump(answer, f)
-    os.replace(out_path + ".tmp", out_path)
+    os.replace(out + ".tmp", out)
 
 
 if __name__ == "__main__":  # run as the package's module: the records unpickle as its classes
     from precompile_nb.core import pieces as _pieces
 
-    _pieces._worker(sys.argv[1])
+    _pieces._worker(sys.argv[1], sys.argv[3] if sys.argv[2:3] == ["--warm"] else None)

@@ -164,23 +164,52 @@ def test_a_convolution_inductor_keeps_in_eager_layout_is_cut_like_any_node(monke
         torch.testing.assert_close(p, q)
 
 
-def test_a_failing_piece_falls_back_to_one_piece_with_the_reason(monkeypatch):
+def test_a_failing_piece_falls_back_to_one_piece_with_the_reason(monkeypatch, tmp_path):
     monkeypatch.setenv(pieces.ENV, "2")
     import subprocess
     import sys
+    import time
 
-    def broken(k, folder):  # workers that die before compiling anything
-        return [subprocess.Popen([sys.executable, "-c", "import sys; print('boom');"
-                                  "sys.exit(3)"], stdin=subprocess.PIPE,
-                                 stdout=open(f"{folder}/piece{p}.log", "wb"))
-                for p in range(k)]
+    def broken(n, warm):  # workers that die before compiling anything
+        out = []
+        for k in range(n):
+            folder = tmp_path / f"w{k}"
+            folder.mkdir()
+            proc = subprocess.Popen([sys.executable, "-c", "import sys; print('boom');"
+                                     "sys.exit(3)"], stdin=subprocess.PIPE,
+                                    stdout=open(folder / "log", "wb"))
+            out.append(pieces._Worker(proc, str(folder), time.time()))
+        return out
 
-    monkeypatch.setattr(pieces, "_start", broken)
+    monkeypatch.setattr(pieces, "_spawn", broken)
     m, x = _deep_mlp(), torch.randn(5, 8)
     art = build(lambda m, x: m(x), m, x)
     assert art.lowered.split.count == 1
     assert "failed" in art.lowered.split.why and "boom" in art.lowered.split.why
     torch.testing.assert_close(precompile.load(art.python_code, art.cache)(m, x), m(x))
+
+
+def test_workers_started_early_are_taken_or_ended(monkeypatch):
+    # Note [piece workers start with the capture]: started (and warmed up) before the capture,
+    # taken by the lowering that cuts; every one not taken ends with the lowering
+    monkeypatch.setenv(pieces.ENV, "2")
+    pieces.start_workers("cpu")
+    early = list(pieces._EARLY)
+    assert len(early) == 2
+    m, x = _deep_mlp(), torch.randn(5, 8)
+    art = build(lambda m, x: m(x), m, x)
+    assert art.lowered.split.count == 2 and pieces._EARLY == []
+    assert all(w.proc.poll() is not None for w in early)
+    ready = [w[0] for w in art.lowered.split.workers]
+    assert all(r > 0 for r in ready), art.lowered.split.workers
+    torch.testing.assert_close(precompile.load(art.python_code, art.cache)(m, x), m(x))
+    monkeypatch.setenv(pieces.ENV, "3")
+    pieces.start_workers("cpu")
+    early = list(pieces._EARLY)
+    xd = torch.randn(5, 8)
+    torch._dynamo.mark_dynamic(xd, 0)  # not cut: the early workers are not needed
+    assert build(lambda m, x: m(x), m, xd).lowered.split.count == 1
+    assert pieces._EARLY == [] and all(w.proc.poll() is not None for w in early)
 
 
 def test_dynamic_sizes_compile_in_one_piece(monkeypatch):

@@ -56,7 +56,14 @@ from .inductor import (  # noqa: F401 - the door re-exports
     triton_cache_dir,
     triton_launch_records,
 )
-from .pieces import fake_inputs, join_modules, kernel_names_tagged, load_module  # noqa: F401
+from .pieces import (  # noqa: F401 - the door re-exports
+    compile_dirs,
+    fake_inputs,
+    join_modules,
+    kernel_names_tagged,
+    load_module,
+    warm_inductor,
+)
 from .warm import (  # noqa: F401 - the door re-exports
     WARM_IMPORTS,
     can_launch_cubins,

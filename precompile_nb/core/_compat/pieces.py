@@ -141,3 +141,49 @@ def fake_inputs(metas: Sequence[tuple[tuple[int, ...], tuple[int, ...], Any, Any
                for shape, stride, dtype, device in metas]
     del mode
     return out
+
+
+@contextlib.contextmanager
+def compile_dirs(inductor_dir: str | None, triton_dir: str | None) -> Iterator[None]:
+    """Inductor and Triton write into these cache dirs (another process's private compile
+    dirs) while inside, with Inductor's in-memory caches cleared on the way in and out, as
+    torch._inductor.utils.fresh_cache does for a dir of its own (2.11-2.15)."""
+    import os
+
+    from torch._inductor.utils import clear_caches
+
+    saved = {k: os.environ.get(k) for k in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")}
+    for k, v in zip(saved, (inductor_dir, triton_dir)):
+        if v:
+            os.environ[k] = v
+    clear_caches()
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        clear_caches()
+
+
+def warm_inductor(device: str) -> None:
+    """Compile a tiny graph on `device` in a throwaway cache dir, so that Inductor's
+    one-time set-up (imports, decompositions, pattern tables, the kernel-compile pool's first
+    job) is done before a real graph arrives (Note [piece workers start with the capture])."""
+    import torch
+
+    from .inductor import inductor_compile, private_compile_cache
+
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    y = g.call_function(torch.ops.aten.mul.Tensor, (x, 2.0))
+    g.output((g.call_function(torch.ops.aten.sum.default, (y,)),))
+    gm = torch.fx.GraphModule(torch.nn.Module(), g)
+    try:
+        with private_compile_cache():
+            inductor_compile(gm, fake_inputs([((64,), (1,), torch.float32,
+                                               torch.device(device))]))
+    except Exception:  # noqa: BLE001 - only a head start: the piece's compile reports its own
+        pass
