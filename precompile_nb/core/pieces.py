@@ -47,24 +47,27 @@ from .schemas import KernelInfo
 #   the producing piece returns in other strides than the reading piece was compiled for
 #   is found from the workers' answers, before anything runs, and the graph is compiled in
 #   one piece instead.
-# Where it pays: graphs of at least PIECE_NODES compute nodes per piece, on a machine with
-# CORES_PER_PIECE cores per piece (K = min(cores // CORES_PER_PIECE, nodes // PIECE_NODES,
-# MAX_PIECES); a 2-core machine compiles in one piece). PRECOMPILE_NB_PIECES=K asks for K
-# (1: never cut). Where it is sound: sizes static (a cut would carry symbolic sizes), no
-# collectives, only ATen ops, and convolutions only where Inductor would keep them in eager's
+# Opt-in: PRECOMPILE_NB_PIECES=K asks for K pieces; unset (or 1), one piece, as before. The
+# automatic choice this started with (300 compute nodes and 4 cores per piece) did not pay on
+# the H200 host (16 cores), measured with benchmarks/cold_split.py (h200_round10/): a worker
+# is a fresh process that needs 6.5 s to import torch and start its compile pool, 12 s when
+# it also warms Inductor up beside three others and the parent's own pool, and each piece's
+# compile then pays Inductor's first-compile set-up again, so t5's training step (1400 compute
+# nodes) took 28.6 s in four pieces against 29.0 s in one (torch.compile 27.9 s), Swin's
+# (810) 49.4 s in two against 51.6 s in one; the step was the same (8.69 / 8.75 ms,
+# 8.31 / 8.32 ms). It stays for a larger graph or a machine with more cores per piece.
+# Where it is sound: sizes static (a cut would carry symbolic sizes), no collectives, no
+# data guards, only ATen ops, and convolutions only where Inductor would keep them in eager's
 # layout anyway (its rule, asked of the whole graph: a ViT's one patch convolution among
 # hundreds of nodes); each piece is then compiled with layout optimization off, so a small
 # piece holding that convolution does not decide otherwise. A CNN, whose convolutions
-# Inductor runs in channels_last from the whole graph's choice, compiles in one piece. Anything else, or a worker that fails, and the graph is
-# compiled in one piece, in this process, as before; the report says how it was compiled and
-# why. Random ops are cut like any other: each piece draws its seeds from torch's global
-# generator at every call, as one graph does (repeatable under torch.manual_seed; the draws
-# are Inductor's own either way, not eager's).
+# Inductor runs in channels_last from the whole graph's choice, compiles in one piece.
+# Anything else, or a worker that fails, and the graph is compiled in one piece, in this
+# process, as before; the report says how it was compiled and why. Random ops are cut like
+# any other: each piece draws its seeds from torch's global generator at every call, as one
+# graph does (repeatable under torch.manual_seed; the draws are Inductor's own either way).
 # The price: Inductor fuses nothing across a cut (K-1 places where a value is written and
 # read back), measured beside the compile time by benchmarks/cold_split.py --steady.
-PIECE_NODES = 300
-CORES_PER_PIECE = 4
-MAX_PIECES = 4
 ENV = "PRECOMPILE_NB_PIECES"
 
 
@@ -130,28 +133,25 @@ class Joined:
 
 
 def how_many(gm: torch.fx.GraphModule, cuda: bool) -> tuple[int, str]:
-    """How many pieces to compile `gm` in, and why (Note [a graph compiled in pieces]);
-    where Inductor lays convolutions out in channels_last, one: it decides that from the
-    whole graph."""
+    """How many pieces to compile `gm` in, and why (Note [a graph compiled in pieces]): as
+    many as PRECOMPILE_NB_PIECES asks, else one; one where Inductor lays convolutions out in
+    channels_last, which it decides from the whole graph."""
+    asked = os.environ.get(ENV, "").strip()
+    if not asked:
+        return 1, (f"in one piece: {ENV} does not ask for more (measured no faster on a "
+                   "16-core GPU host, Note [a graph compiled in pieces])")
+    try:
+        k = int(asked)
+    except ValueError:
+        return 1, f"{ENV}={asked!r} is not a number"
+    if k < 2:
+        return 1, f"{ENV}={k}"
     fakes = [n.meta.get("val") for n in gm.graph.nodes if n.op == "placeholder"]
     if _compat.layout_optimized(gm, fakes):
         return 1, ("Inductor lays the graph's convolutions out in channels_last, deciding from "
                    "the whole graph")
-    asked = os.environ.get(ENV, "").strip()
     nodes = sum(1 for n in gm.graph.nodes if n.op == "call_function" and not _is_free(n))
-    if asked:
-        try:
-            k = int(asked)
-        except ValueError:
-            return 1, f"{ENV}={asked!r} is not a number"
-        return max(1, min(k, nodes)), f"{ENV}={k}"
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
-        os.cpu_count() or 1)
-    k = min(cores // CORES_PER_PIECE, nodes // PIECE_NODES, MAX_PIECES)
-    if k < 2:
-        return 1, (f"{nodes} compute nodes and {cores} cores: one piece (a piece needs "
-                   f"{PIECE_NODES} nodes and {CORES_PER_PIECE} cores)")
-    return k, f"{nodes} compute nodes, {cores} cores"
+    return max(1, min(k, nodes)), f"{ENV}={k}"
 
 
 # ---- the cut --------------------------------------------------------------------------------
@@ -480,19 +480,16 @@ def _spawn(n: int, warm: str | None) -> list[_Worker]:
 #   Inductor, starts its kernel-compile pool, and Inductor initialises itself at its first
 #   compile (decompositions, pattern tables): 6-7 s on the H200 host, measured (t5's training
 #   step: the four workers were ready 6.4-6.5 s after their start). Started when lowering
-#   begins, that is all waiting. So for a CUDA graph on a machine with cores for at least two
+#   begins, that is all waiting. So for a CUDA graph, when PRECOMPILE_NB_PIECES asks for
 #   pieces, precompile starts them with the capture, as it starts Inductor's own compile pool
 #   (Note [compile workers start with the capture]), and each compiles a tiny graph on the
 #   device while it waits; lowering takes the ones it needs, and every other one is ended when
 #   the lowering ends, whatever it decided, or when capture fails.
 def start_workers(device: str) -> None:
-    """Start the workers a large graph would be compiled by, now (Note [piece workers start
-    with the capture]); nothing on a machine without cores for two pieces, or where
-    PRECOMPILE_NB_PIECES says one piece."""
+    """Start the workers PRECOMPILE_NB_PIECES asks for, now (Note [piece workers start with
+    the capture]); none where it asks for one piece or is not set."""
     asked = os.environ.get(ENV, "").strip()
-    n = min(_cores() // CORES_PER_PIECE, MAX_PIECES)
-    if asked:
-        n = int(asked) if asked.isdigit() else 1
+    n = int(asked) if asked.isdigit() else 1
     if n >= 2 and not _EARLY:
         _EARLY.extend(_spawn(n, device))
 

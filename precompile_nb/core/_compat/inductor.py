@@ -85,8 +85,6 @@ def inductor_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
             compiled = compile_fx_inner(inner_gm, inner_inputs, **kwargs)
         seen["source"] = compiled.source_code  # 2.11-2.14: CompiledFxGraph.source_code
         if record is not None:
-            from .pieces import output_strides
-
             record["output_strides"] = output_strides(compiled)
         return compiled
 
@@ -98,6 +96,21 @@ def inductor_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
     if "source" not in seen:
         raise RuntimeError("precompile_nb internal error: Inductor produced no module source")
     return seen["source"], seen["gm"], compiled
+
+
+def output_strides(compiled: Any) -> list[tuple[int, ...] | None] | None:
+    """The strides of each result of a graph Inductor compiled (2.11-2.15:
+    CompiledFxGraph.output_strides), None where it does not say."""
+    strides = getattr(compiled, "output_strides", None)
+    if strides is None:
+        return None
+    out: list[tuple[int, ...] | None] = []
+    for s in strides:
+        try:
+            out.append(None if s is None else tuple(int(x) for x in s))
+        except TypeError:  # a symbolic stride
+            out.append(None)
+    return out
 
 
 def _alpha_as_mul(gm: torch.fx.GraphModule) -> None:

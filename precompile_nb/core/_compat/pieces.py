@@ -115,21 +115,6 @@ def load_module(source: str) -> Any:
     return PyCodeCache.load(source)
 
 
-def output_strides(compiled: Any) -> list[tuple[int, ...] | None] | None:
-    """The strides of each result of a graph Inductor compiled (2.11-2.15:
-    CompiledFxGraph.output_strides), None where it does not say."""
-    strides = getattr(compiled, "output_strides", None)
-    if strides is None:
-        return None
-    out: list[tuple[int, ...] | None] = []
-    for s in strides:
-        try:
-            out.append(None if s is None else tuple(int(x) for x in s))
-        except TypeError:  # a symbolic stride
-            out.append(None)
-    return out
-
-
 def fake_inputs(metas: Sequence[tuple[tuple[int, ...], tuple[int, ...], Any, Any]]) -> list[Any]:
     """Fake tensors of these (shape, stride, dtype, device), one fake mode for all, for a
     graph compiled in another process than the one that traced it (2.11-2.15)."""
