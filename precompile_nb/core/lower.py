@@ -244,13 +244,13 @@ def _lower_inductor_once(c: Captured, t0: float, may_assume: bool,
 
 def _compile(c: Captured, fgm: torch.fx.GraphModule, fake_inputs: list, cuda: bool,
              may_assume: bool) -> tuple[str, tuple[KernelInfo, ...], Any, Split]:
-    """Inductor on the functional graph, in pieces at once where that pays and is sound
-    (Note [a graph compiled in pieces]), else in one: (module source, its kernels, the
-    compiled callable, how it was split)."""
-    count, why = 1, "sizes are dynamic" if c.tracing_mode != "fake" else (
-        "data guards" if c.convention.data_guards else "")
-    if not why:
-        count, why = pieces.how_many(fgm, cuda)
+    """Inductor on the functional graph, in pieces at once where PRECOMPILE_NB_PIECES asks
+    and that is sound (Note [a graph compiled in pieces]), else in one: (module source, its
+    kernels, the compiled callable, how it was split)."""
+    count, why = pieces.how_many(fgm)
+    if count > 1 and (c.tracing_mode != "fake" or c.convention.data_guards):
+        count, why = 1, ("in one piece: sizes are dynamic" if c.tracing_mode != "fake" else
+                         "in one piece: the graph checks its data (data guards)")
     if count > 1:
         t0 = time.perf_counter()
         joined = pieces.compile_in_pieces(fgm, count, cuda)

@@ -132,7 +132,7 @@ class Joined:
     workers: tuple[tuple[float, float, float], ...]
 
 
-def how_many(gm: torch.fx.GraphModule, cuda: bool) -> tuple[int, str]:
+def how_many(gm: torch.fx.GraphModule) -> tuple[int, str]:
     """How many pieces to compile `gm` in, and why (Note [a graph compiled in pieces]): as
     many as PRECOMPILE_NB_PIECES asks, else one; one where Inductor lays convolutions out in
     channels_last, which it decides from the whole graph."""
@@ -227,7 +227,7 @@ def _cuts(compute: list[torch.fx.Node], k: int) -> list[int]:
     live = [0] * (len(compute) + 2)
     for i, n in enumerate(compute):
         last = i
-        stack = list(n.users)
+        stack, seen = list(n.users), set(n.users)
         while stack:
             u = stack.pop()
             if u in pos:
@@ -235,7 +235,8 @@ def _cuts(compute: list[torch.fx.Node], k: int) -> list[int]:
             elif u.op == "output":
                 last = len(compute)
             else:  # a view or an item: its readers read n
-                stack.extend(u.users)
+                stack.extend(v for v in u.users if v not in seen)
+                seen.update(u.users)
         val = n.meta.get("val")
         size = val.numel() * val.element_size() if isinstance(val, torch.Tensor) else 0
         if last > i:
@@ -245,12 +246,13 @@ def _cuts(compute: list[torch.fx.Node], k: int) -> list[int]:
         live[i] += live[i - 1]
     step = len(compute) / k
     window = max(1, int(step // 4))
-    cuts = []
-    for j in range(1, k):
+    cuts = [0]
+    for j in range(1, k):  # each cut after the one before, leaving a node for each piece after
         mid = round(j * step)
-        lo, hi = max(1, mid - window), min(len(compute) - 1, mid + window)
+        lo = max(cuts[-1] + 1, mid - window)
+        hi = max(lo, min(len(compute) - (k - j), mid + window))
         cuts.append(min(range(lo, hi + 1), key=lambda c: (live[c], abs(c - mid))))
-    return cuts
+    return cuts[1:]
 
 
 class _NoCut(Exception):

@@ -52,6 +52,15 @@ def _pair():
     return m, opt, ref, opt_ref, torch.randn(4, 8), torch.randn(4, 4)
 
 
+def _steps_like_eager(art, m, opt, ref, opt_ref, x, y, steps: int) -> None:
+    """The artifact's steps give eager's losses and leave eager's parameters."""
+    f = precompile.load(art.python_code, art.cache)
+    for _ in range(steps):
+        torch.testing.assert_close(f(m, opt, x, y), step(ref, opt_ref, x, y))
+    for p, q in zip(m.parameters(), ref.parameters()):
+        torch.testing.assert_close(p, q)
+
+
 def test_a_training_step_compiled_in_three_pieces_steps_like_eager(monkeypatch):
     monkeypatch.setenv(pieces.ENV, "3")
     m, opt, ref, opt_ref, x, y = _pair()
@@ -61,11 +70,7 @@ def test_a_training_step_compiled_in_three_pieces_steps_like_eager(monkeypatch):
     # the kernels of the pieces keep their own names in one module
     names = [k.name for k in art.lowered.kernels if k.kind == "cpp"]
     assert len(names) == len(set(names)) and any("_p2_" in n for n in names), names
-    f = precompile.load(art.python_code, art.cache)
-    for _ in range(3):
-        torch.testing.assert_close(f(m, opt, x, y), step(ref, opt_ref, x, y))
-    for p, q in zip(m.parameters(), ref.parameters()):
-        torch.testing.assert_close(p, q)
+    _steps_like_eager(art, m, opt, ref, opt_ref, x, y, 3)
     report = report_data(art)
     assert report["compiled_in"]["pieces"] == 3
     lines = art.python_code.splitlines()
@@ -157,11 +162,7 @@ def test_a_convolution_inductor_keeps_in_eager_layout_is_cut_like_any_node(monke
                                              if n.op == "placeholder"])
     art = build(step, m, opt, x, y)
     assert art.lowered.split.count == 2, art.lowered.split
-    f = precompile.load(art.python_code, art.cache)
-    for _ in range(2):
-        torch.testing.assert_close(f(m, opt, x, y), step(ref, opt_ref, x, y))
-    for p, q in zip(m.parameters(), ref.parameters()):
-        torch.testing.assert_close(p, q)
+    _steps_like_eager(art, m, opt, ref, opt_ref, x, y, 2)
 
 
 def test_a_failing_piece_falls_back_to_one_piece_with_the_reason(monkeypatch, tmp_path):
@@ -230,14 +231,28 @@ def test_pieces_are_asked_for_and_one_piece_is_the_default(monkeypatch):
         x = g.call_function(torch.ops.aten.relu.default, (x,))
     g.output(x)
     gm = torch.fx.GraphModule(torch.nn.Module(), g)
-    k, why = pieces.how_many(gm, True)
+    k, why = pieces.how_many(gm)
     assert k == 1 and pieces.ENV in why
     pieces.start_workers("cpu")  # nothing asked: no worker starts
     assert pieces._EARLY == []
     monkeypatch.setenv(pieces.ENV, "4")
-    assert pieces.how_many(gm, True) == (4, f"{pieces.ENV}=4")
+    assert pieces.how_many(gm) == (4, f"{pieces.ENV}=4")
     monkeypatch.setenv(pieces.ENV, "lots")
-    assert pieces.how_many(gm, True) == (1, f"{pieces.ENV}='lots' is not a number")
+    assert pieces.how_many(gm) == (1, f"{pieces.ENV}='lots' is not a number")
+
+
+def test_cuts_leave_every_piece_a_node():
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    nodes = []
+    for _ in range(8):
+        x = g.call_function(torch.ops.aten.relu.default, (x,))
+        nodes.append(x)
+    g.output(x)
+    for k in (2, 3, 4):
+        cuts = pieces._cuts(nodes, k)
+        bounds = [0, *cuts, len(nodes)]
+        assert len(cuts) == k - 1 and all(a < b for a, b in zip(bounds, bounds[1:])), cuts
 
 
 @pytest.mark.cuda
@@ -255,11 +270,7 @@ def test_cuda_training_step_in_pieces_steps_like_eager_and_an_inference_loads_wa
     x, y = x.cuda(), y.cuda()
     art = build(step, m, opt, x, y)
     assert art.lowered.split.count == 3, art.lowered.split
-    f = precompile.load(art.python_code, art.cache)
-    for _ in range(3):
-        torch.testing.assert_close(f(m, opt, x, y), step(ref, opt_ref, x, y))
-    for p, q in zip(m.parameters(), ref.parameters()):
-        torch.testing.assert_close(p, q)
+    _steps_like_eager(art, m, opt, ref, opt_ref, x, y, 3)
     model = _deep_mlp().cuda()
     xi = torch.randn(64, 8, device="cuda")
     inf = build(lambda m, x: m(x), model, xi)
