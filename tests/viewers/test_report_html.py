@@ -348,3 +348,17 @@ def test_a_plain_tensor_output_reads_graph_output_without_empty_fields(report):
     summary = panel(render_report_html(data), "summary")
     assert "graph output #0" in summary and "graph output #1" in summary
     assert "dtensor=" not in summary
+
+
+def test_summary_says_how_many_pieces_the_graph_was_compiled_in(report_inductor):
+    data = with_changes(report_inductor, compiled_in={
+        "pieces": 3, "why": "PRECOMPILE_NB_PIECES=3", "seconds": 20.1,
+        "workers": [[6.4, 6.5, 17.6], [6.5, 6.5, 16.2], [6.4, 6.4, 16.1]]})
+    text = re.sub(r"<[^>]+>", "", html.unescape(panel(render_report_html(data), "summary")))
+    assert "Inductor compiled the graph in 3 pieces at once, in worker processes" in text
+    assert "piece 0: worker ready after 6.4 s, its piece compiled at 17.6 s" in text
+    one = re.sub(r"<[^>]+>", "", html.unescape(panel(render_report_html(report_inductor),
+                                                      "summary")))
+    assert "Inductor compiled the graph in one piece" in one and "worker ready" not in one
+    eager = with_changes(report_inductor, compiled_in=None)
+    assert "compiled the graph in" not in render_report_html(eager)
