@@ -103,7 +103,7 @@ def gpu_rows() -> list[tuple[str, str, str]]:
          _s(med["nb_cold"]), src),
         ("GPT step, cold, in that run: torch.compile compile + first step", _s(med["tc_cold"]),
          src),
-    ] + cold_rows()
+    ] + cold_rows() + zoo_cold_rows()
 
 
 _COLD_NAMES = {"gpt_step": "GPT step", "transformer_train": "transformer training step",
@@ -127,6 +127,42 @@ def cold_rows() -> list[tuple[str, str, str]]:
                         "by round", ", ".join(ratios),
                         "benchmarks/results/h200_round5/cold_split_round*.json"))
     return out
+
+
+# zoo training steps (real size) of round 10: (case, file with its nb (one piece) and tc rows,
+# the name of the one-piece row there)
+_ZOO_COLD = (("gpt2", "cold_zoo1_gpt2_llama.json", "nb"),
+             ("llama", "cold_zoo1_gpt2_llama.json", "nb"),
+             ("timm_vit", "cold_zoo2_vit_bert_t5.json", "nb"),
+             ("bert", "cold_zoo2_vit_bert_t5.json", "nb"),
+             ("t5", "cold_t5_swin_pieces.json", "nb+pieces=1"),
+             ("hf_swin", "cold_t5_swin_pieces.json", "nb+pieces=1"))
+
+
+def zoo_cold_rows() -> list[tuple[str, str, str]]:
+    """Cold precompile (the graph in one piece) and the steady step against torch.compile's on
+    zoo training steps, and the two graphs compiled in pieces (benchmarks/cold_split.py,
+    h200_round10/)."""
+    d = RESULTS / "h200_round10"
+    cold, step, names = [], [], []
+    for case, fname, tool in _ZOO_COLD:
+        rows = json.loads((d / fname).read_text())
+        nb, tc = rows[f"{case}:train:real:{tool}"][0], rows[f"{case}:train:real:tc"][0]
+        names.append(case)
+        cold.append(f"{nb['total'] / tc['total']:.2f}")
+        step.append(f"{nb['steady']['tool_ms'] / tc['steady']['tool_ms']:.2f}")
+    pieces = json.loads((d / "cold_t5_swin_pieces.json").read_text())
+    split = [f"{pieces[f'{c}:train:real:nb'][0]['total']:.1f} s ({n}) vs "
+             f"{pieces[f'{c}:train:real:nb+pieces=1'][0]['total']:.1f} s"
+             for c, n in (("t5", 4), ("hf_swin", 2))]
+    src = "benchmarks/results/h200_round10/"
+    return [
+        (f"zoo training steps (real size), cold: precompile / torch.compile compile + first "
+         f"call, one run each: {', '.join(names)}", ", ".join(cold), src),
+        ("the same steps, steady step: precompile / torch.compile", ", ".join(step), src),
+        ("t5 / hf_swin training step, cold, compiled in pieces (`PRECOMPILE_NB_PIECES`) "
+         "against one piece", "; ".join(split), src + "cold_t5_swin_pieces.json"),
+    ]
 
 
 def render() -> str:
