@@ -249,8 +249,8 @@ def _compile(c: Captured, fgm: torch.fx.GraphModule, fake_inputs: list, cuda: bo
     kernels, the compiled callable, how it was split)."""
     count, why = pieces.how_many(fgm)
     if count > 1 and (c.tracing_mode != "fake" or c.convention.data_guards):
-        count, why = 1, ("in one piece: sizes are dynamic" if c.tracing_mode != "fake" else
-                         "in one piece: the graph checks its data (data guards)")
+        count, why = 1, ("sizes are dynamic" if c.tracing_mode != "fake" else
+                         "the graph checks its data (data guards)")
     if count > 1:
         t0 = time.perf_counter()
         joined = pieces.compile_in_pieces(fgm, count, cuda)

@@ -138,8 +138,7 @@ def how_many(gm: torch.fx.GraphModule) -> tuple[int, str]:
     channels_last, which it decides from the whole graph."""
     asked = os.environ.get(ENV, "").strip()
     if not asked:
-        return 1, (f"in one piece: {ENV} does not ask for more (measured no faster on a "
-                   "16-core GPU host, Note [a graph compiled in pieces])")
+        return 1, f"{ENV} is not set: compiling in pieces is opt-in"
     try:
         k = int(asked)
     except ValueError:

@@ -129,9 +129,9 @@ def _compiled_in(c: dict[str, Any] | None) -> str:
     """How many pieces Inductor compiled the graph in at once, and why that many."""
     if not c:
         return ""
-    n = c.get("pieces") or 1
+    n = c.get("pieces")
     what = (f"Inductor compiled the graph in {esc(n)} pieces at once, in worker processes"
-            if n > 1 else "Inductor compiled the graph in one piece")
+            if isinstance(n, int) and n > 1 else "Inductor compiled the graph in one piece")
     why = esc(c.get("why"))
     workers = "".join(
         f"<br>piece {k}: worker ready after {esc(w[0])} s, its piece compiled at {esc(w[2])} s"
