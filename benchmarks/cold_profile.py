@@ -58,12 +58,17 @@ import time as _time
 from torch._inductor.runtime import triton_heuristics as _th
 from torch._inductor.codecache import PyCodeCache as _PyCodeCache
 AUTOTUNED, SOURCES = [], []
+AT_PROF = None  # a cProfile.Profile to run inside each benchmark_all_configs (cold_split +atprof)
 _benchmark_all = _th.CachingAutotuner.benchmark_all_configs
 def _benchmark_counted(self, *a, **k):
     t = _time.perf_counter()
+    if AT_PROF is not None:
+        AT_PROF.enable()
     try:
         return _benchmark_all(self, *a, **k)
     finally:
+        if AT_PROF is not None:
+            AT_PROF.disable()
         AUTOTUNED.append([getattr(self.fn, "__name__", "?"),
                           len(getattr(self, "launchers", None) or ()),
                           round(_time.perf_counter() - t, 4)])

@@ -11,7 +11,12 @@ instead of zoo cases. A tool name with `+nopool` runs with TORCH_WARM_POOL=0: In
 compile workers are not started ahead of the first kernel (Note [compile workers start with
 the capture]), for precompile_nb as for torch.compile; with `+prof` it runs under cProfile
 (inflated times; the json's `top` lists the 40 functions of most own time and the 60 of most
-inclusive time), e.g. `nb+prof`; with `+pieces=K` precompile_nb compiles the graph in K pieces
+inclusive time), e.g. `nb+prof`; with `+atprof` only the autotuner's benchmarking runs under
+cProfile (`top`'s autotune_own / autotune_inclusive); with `+nogc` Python's cyclic garbage
+collector is off for the whole compile (the json's `gc` counts its collections and their
+seconds in every run); with `+hostcopies` precompile_nb's benchmarks park the arguments
+a kernel writes in host memory as Inductor's own policy says (before Note [autotuning clones
+on the device]; n.host_copies counts the benchmarks that did, for either tool); with `+pieces=K` precompile_nb compiles the graph in K pieces
 at once (PRECOMPILE_NB_PIECES, Note [a graph compiled in pieces]; `nb+pieces=1`: in one piece,
 as before it), where plain `nb` decides from the graph and the machine's cores (n.pieces says
 how many it took; the Inductor columns then time only this process, the pieces' own compiles
@@ -91,6 +96,30 @@ if {tool!r}.startswith("nb"):
     from precompile_nb.core import _compat  # lower looks these up on _compat at each call
     timed(_compat, "functionalize", "functionalize")
     timed(_compat, "autotune_now", "autotune_now")
+_to_host = getattr(_th.CachingAutotuner, "copy_args_to_cpu_if_needed", None)
+if _to_host is not None:  # benchmarks whose written arguments went to host memory
+    def _counted_to_host(self, *a, **k):
+        out = _to_host(self, *a, **k)
+        if out:
+            N["host_copies"] = N.get("host_copies", 0) + 1
+        return out
+    _th.CachingAutotuner.copy_args_to_cpu_if_needed = _counted_to_host
+if "+hostcopies" in {tool!r}:  # as before Note [autotuning clones on the device]
+    import contextlib as _cl, precompile_nb.core._compat.autotune as _at
+    _at.clones_on_the_device = _cl.nullcontext
+if "+atprof" in {tool!r}:
+    AT_PROF = cProfile.Profile()
+import gc
+GC = {{"collections": 0, "seconds": 0.0}}
+_gc_t = [0.0]
+def _gc_watch(phase, info):
+    if phase == "start":
+        _gc_t[0] = time.perf_counter()
+    else:
+        GC["collections"] += 1; GC["seconds"] += time.perf_counter() - _gc_t[0]
+gc.callbacks.append(_gc_watch)
+if "+nogc" in {tool!r}:
+    gc.disable()
 sync = torch.cuda.synchronize if {device!r} == "cuda" else (lambda: None)
 ctx = torch.no_grad() if kind != "train" else torch.enable_grad()
 prof = cProfile.Profile() if {tool!r}.endswith("+prof") else None
@@ -132,10 +161,14 @@ if {sources!r}:
 T["module"] = T.pop("module_all", 0.0) - T.get("codegen", 0.0)
 top = ({{"own": top_functions(prof, 40), "inclusive": top_functions(prof, 60, True)}}
        if prof else {{}})
+if AT_PROF is not None and AUTOTUNED:  # (nothing benchmarked: no stats)
+    top = {{"autotune_own": top_functions(AT_PROF, 40),
+           "autotune_inclusive": top_functions(AT_PROF, 40, True)}}
+gc.callbacks.remove(_gc_watch)
 T["autotune"] = sum(a[2] for a in AUTOTUNED)
 N["autotune"], N["configs"] = len(AUTOTUNED), sum(a[1] for a in AUTOTUNED)
 print(json.dumps({{"total": total, "stages": stages, "t": T, "n": N, "autotuned": AUTOTUNED,
-                  "top": top, "split": SPLIT, "steady": STEADY,
+                  "top": top, "split": SPLIT, "gc": GC, "steady": STEADY,
                   "kernels": code.count("async_compile.triton(") + code.count("cpp_pybinding(")}}))
 """
 

@@ -28,7 +28,12 @@ from typing import Any
 
 import torch
 
-from .autotune import SizeChoice, tuning_at_sizes  # noqa: F401 - the door re-exports
+from .autotune import (  # noqa: F401 - the door re-exports
+    SizeChoice,
+    autotune_now,
+    clones_on_the_device,
+    tuning_at_sizes,
+)
 from .conv_layout import (  # noqa: F401 - the door re-exports
     backward_convolutions_in_channels_last,
     backward_convolutions_see_channels_last,
@@ -37,7 +42,6 @@ from .conv_layout import (  # noqa: F401 - the door re-exports
 )
 from .inductor import (  # noqa: F401 - the door re-exports
     SKIP_CACHE_PARTS,
-    autotune_now,
     in_process_kernel_loads,
     inductor_cache_dir,
     inductor_compile,

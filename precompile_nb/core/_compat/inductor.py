@@ -335,33 +335,6 @@ def _static_cuda_kernel_class() -> Any:
     return StaticallyLaunchedCudaKernel
 
 
-def autotune_now(compiled: Callable, example_inputs: Sequence[Any],
-                 shapes: Sequence[tuple[tuple[int, ...], tuple[int, ...]]],
-                 values: Sequence[Any] = ()) -> None:
-    """Run a freshly compiled CUDA graph once, inside its private compile cache, so that
-    Inductor's autotuner benchmarks every multi-config Triton kernel now and writes its
-    choice (`<kernel>.best_config`, 2.11-2.14: CachingAutotuner with autotune_local_cache)
-    next to the kernel in the cache the artifact ships: neither load nor the first call
-    benchmarks anything. Inputs are copies of `values` (the example's, Note [tuning on the
-    example's values] in lower.py) laid out with each input's (shape, stride) from `shapes`
-    (the example's, concrete where the fake input's are symbolic); where a value is None or
-    not a plain tensor of that shape, dtype and device, a stand-in (random floats, zero
-    integers: valid indices)."""
-    args = []
-    for k, (t, (shape, stride)) in enumerate(zip(example_inputs, shapes)):
-        real = torch.empty_strided(shape, stride, dtype=t.dtype, device=t.device)
-        v = values[k].detach() if k < len(values) and isinstance(values[k], torch.Tensor) \
-            else None
-        if (v is not None and type(v) is torch.Tensor and tuple(v.shape) == tuple(shape)
-                and v.dtype == t.dtype and v.device == real.device):
-            args.append(real.copy_(v))
-        else:
-            args.append(real.normal_() if real.is_floating_point() else real.zero_())
-    with torch.no_grad():
-        compiled(*args)
-    torch.cuda.synchronize()
-
-
 def strip_inductor_main(source: str) -> str:
     """Drop the benchmark harness Inductor appends to its module (get_args / __main__); it
     imports test utilities and is never called by the artifact (2.11-2.14 layout). Then make
