@@ -16,11 +16,11 @@ cProfile (`top`'s autotune_own / autotune_inclusive); with `+nogc` Python's cycl
 collector is off for the whole compile (the json's `gc` counts its collections and their
 seconds in every run); with `+hostcopies` precompile_nb's benchmarks park the arguments
 a kernel writes in host memory as Inductor's own policy says (before Note [autotuning clones
-on the device]; n.host_copies counts the benchmarks that did, for either tool); with `+pieces=K` precompile_nb compiles the graph in K pieces
-at once (PRECOMPILE_NB_PIECES, Note [a graph compiled in pieces]; `nb+pieces=1`: in one piece,
-as before it), where plain `nb` decides from the graph and the machine's cores (n.pieces says
-how many it took; the Inductor columns then time only this process, the pieces' own compiles
-run in their workers).
+on the device]; n.host_copies counts the benchmarks that did, for either tool); with
+`+pieces=K` precompile_nb compiles the graph in K pieces at once (PRECOMPILE_NB_PIECES,
+Note [a graph compiled in pieces]; plain `nb` and `nb+pieces=1` compile it in one; n.pieces
+says how many it took; the Inductor columns then time only this process, the pieces' own
+compiles run in their workers).
 
 With --steady N, each row also times N calls of what it compiled (precompile_nb's loaded
 artifact, torch.compile's function) and of eager's fn, in the same process (median ms).

@@ -121,10 +121,12 @@ def autotune_now(compiled: Callable, example_inputs: Sequence[Any],
 #   argument in pinned host memory and copies it back to the GPU after EVERY timed launch.
 #   precompile compiles the whole training step as one inference graph and runs it once on
 #   fresh inputs: the peak is the current use, the budget about zero, so every writing kernel
-#   took the host round trip, and the host copies were timed with the kernel (H200, round 10:
-#   17-21 ms per configuration benchmarked against torch.compile's 7-11 ms, whose forward
-#   graph clones on the device). While precompile autotunes, the budget is the device's free
-#   memory less a margin: copies stay on the device unless they would not fit.
+#   took the host round trip, timed with the kernel (the copy back is inside the timed call).
+#   Found by reading Inductor after round 10's H200 runs: precompile's benchmarking took 10-21
+#   ms per configuration on six training steps where torch.compile's, whose forward kernels
+#   copy on the device, took 7-11 ms on five of them. While precompile autotunes, the budget
+#   is the device's free memory less a margin: copies stay on the device unless they would
+#   not fit. benchmarks/cold_split.py `+hostcopies` runs precompile without this.
 _FREE_MEMORY_KEPT = 0.25  # of the device's free memory, never given to benchmark copies
 
 
