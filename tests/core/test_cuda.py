@@ -173,6 +173,8 @@ def _benchmarks_of_written_arguments(monkeypatch) -> dict[str, int]:
     (`written`), and timed launches that copied such an argument back from host memory."""
     from torch._inductor.runtime import triton_heuristics as th
 
+    if not hasattr(th.CachingAutotuner, "restore_args_from_cpu"):
+        pytest.skip("this Inductor benchmarks without parking arguments in host memory")
     seen = {"written": 0, "host_restores": 0}
     bench, restore = th.CachingAutotuner.bench, th.CachingAutotuner.restore_args_from_cpu
 
