@@ -191,3 +191,46 @@ def test_malformed_size_buckets_send_the_load_to_the_compile_path_with_why():
     bad = _sized_entry()
     bad["by_size"]["numel"] = ["ynumel"]
     assert "size arguments" in warm._malformed_buckets(bad, cached)
+
+
+class _OnGpu(torch.Tensor):
+    """A CPU tensor that says it lives on the GPU: what the benchmark-copy rule looks at."""
+
+    @property
+    def is_cuda(self) -> bool:  # noqa: D102
+        return True
+
+
+class _Kernel:
+    """The parts of Inductor's CachingAutotuner that the benchmark-copy rule reads."""
+
+    def __init__(self) -> None:
+        self.mutated_arg_names = ["in_out_ptr0"]
+        self.fn = type("Fn", (), {"arg_names": ["in_out_ptr0", "in_ptr0", "xnumel"]})()
+
+
+def test_benchmark_copies_stay_on_the_device_only_where_they_fit(monkeypatch):
+    """Note [autotuning clones on the device]: while precompile autotunes, a kernel that writes
+    a 4 MB argument copies it on the device when three quarters of the free memory hold it
+    (no host copies: {}), and falls back to Inductor's own rule where they do not; outside,
+    Inductor's rule is back."""
+    from torch._inductor.runtime import triton_heuristics as th
+
+    from precompile_nb.core import _compat
+
+    inductors = []
+    monkeypatch.setattr(th.CachingAutotuner, "copy_args_to_cpu_if_needed",
+                        lambda self, *a, **k: inductors.append(a) or {"in_out_ptr0": "host"})
+    rule = th.CachingAutotuner.copy_args_to_cpu_if_needed
+    written = torch.zeros(1 << 20).as_subclass(_OnGpu)  # 4 MB
+    args = (written, torch.zeros(4), 1 << 20)
+    free = {"bytes": 64 << 20}
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda *a: (free["bytes"], 80 << 30))
+    with _compat.clones_on_the_device():
+        assert th.CachingAutotuner.copy_args_to_cpu_if_needed(_Kernel(), *args) == {}
+        assert inductors == []
+        free["bytes"] = 5 << 20  # 3.75 MB usable: the copy does not fit
+        assert th.CachingAutotuner.copy_args_to_cpu_if_needed(_Kernel(), *args) == {
+            "in_out_ptr0": "host"}
+        assert len(inductors) == 1
+    assert th.CachingAutotuner.copy_args_to_cpu_if_needed is rule
