@@ -31,7 +31,6 @@ import torch
 from .autotune import (  # noqa: F401 - the door re-exports
     SizeChoice,
     autotune_now,
-    clones_on_the_device,
     tuning_at_sizes,
 )
 from .conv_layout import (  # noqa: F401 - the door re-exports

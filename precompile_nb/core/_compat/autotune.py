@@ -2,7 +2,7 @@
 per size] in core/tuning.py): Inductor's autotuner keeps one configuration per Triton kernel and
 frees the others; here it is run once per size, each kernel's choice and size arguments are
 recorded, and its configurations are given back before the next size; and the run itself
-(autotune_now), whose benchmark copies stay on the device. Checked on 2.11 (H200) and, for the
+(autotune_now). Checked on 2.11 (H200) and, for the
 names patched, 2.13 and 2.15.
 """
 from __future__ import annotations
@@ -107,59 +107,6 @@ def autotune_now(compiled: Callable, example_inputs: Sequence[Any],
             args.append(real.copy_(v))
         else:
             args.append(real.normal_() if real.is_floating_point() else real.zero_())
-    with torch.no_grad(), clones_on_the_device():
+    with torch.no_grad():
         compiled(*args)
     torch.cuda.synchronize()
-
-
-# Note [autotuning clones on the device]
-#   Benchmarking a configuration of a kernel that writes into one of its arguments runs it on
-#   a copy, so that the real argument is not overwritten. Where its kernels were generated for
-#   an inference or a backward graph (2.11-2.15: inductor_meta "optimize_mem"), Inductor first
-#   sizes that copy against a budget of the memory peak not yet reached (max_memory_allocated
-#   - memory_allocated, CachingAutotuner.copy_args_to_cpu_if_needed) and, over it, parks the
-#   argument in pinned host memory and copies it back to the GPU after EVERY timed launch.
-#   precompile compiles the whole training step as one inference graph and runs it once on
-#   fresh inputs: the peak is the current use, the budget about zero, so every writing kernel
-#   took the host round trip, timed with the kernel (the copy back is inside the timed call).
-#   Found by reading Inductor after round 10's H200 runs: precompile's benchmarking took 10-21
-#   ms per configuration on six training steps where torch.compile's, whose forward kernels
-#   copy on the device, took 7-11 ms on five of them. While precompile autotunes, the budget
-#   is the device's free memory less a margin: copies stay on the device unless they would
-#   not fit. benchmarks/cold_split.py `+hostcopies` runs precompile without this.
-_FREE_MEMORY_KEPT = 0.25  # of the device's free memory, never given to benchmark copies
-
-
-@contextlib.contextmanager
-def clones_on_the_device() -> Iterator[None]:
-    """While inside: a kernel being benchmarked copies the arguments it writes on the device
-    when they fit in the free memory (Note [autotuning clones on the device])."""
-    try:
-        from torch._inductor.runtime import triton_heuristics as th
-    except ImportError:
-        yield
-        return
-    cls = th.CachingAutotuner
-    original = cls.__dict__.get("copy_args_to_cpu_if_needed")
-    if original is None:  # another Inductor: its own policy
-        yield
-        return
-
-    def on_device(self: Any, *args: Any, **kwargs: Any) -> Any:
-        try:
-            written = set(self.mutated_arg_names)
-            named = [*zip(self.fn.arg_names, args), *kwargs.items()]
-            need = sum(a.untyped_storage().nbytes() for n, a in named
-                       if n in written and isinstance(a, torch.Tensor) and a.is_cuda)
-            free = torch.cuda.mem_get_info()[0] if need else 0
-        except Exception:  # noqa: BLE001 - any doubt: Inductor's own policy
-            return original(self, *args, **kwargs)
-        if need <= free * (1 - _FREE_MEMORY_KEPT):
-            return {}  # maybe_clone_args then clones them on the device
-        return original(self, *args, **kwargs)
-
-    cls.copy_args_to_cpu_if_needed = on_device  # under GLOBAL_LOCK, as the whole precompile
-    try:
-        yield
-    finally:
-        cls.copy_args_to_cpu_if_needed = original
