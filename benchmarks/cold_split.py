@@ -14,9 +14,8 @@ the capture]), for precompile_nb as for torch.compile; with `+prof` it runs unde
 inclusive time), e.g. `nb+prof`; with `+atprof` only the autotuner's benchmarking runs under
 cProfile (`top`'s autotune_own / autotune_inclusive); with `+nogc` Python's cyclic garbage
 collector is off for the whole compile (the json's `gc` counts its collections and their
-seconds in every run); with `+hostcopies` precompile_nb's benchmarks park the arguments
-a kernel writes in host memory as Inductor's own policy says (before Note [autotuning clones
-on the device]; n.host_copies counts the benchmarks that did, for either tool); with
+seconds in every run); n.host_copies counts the benchmarks that parked the arguments a kernel
+writes in host memory (Inductor's rule where the memory peak leaves no room); with
 `+pieces=K` precompile_nb compiles the graph in K pieces at once (PRECOMPILE_NB_PIECES,
 Note [a graph compiled in pieces]; plain `nb` and `nb+pieces=1` compile it in one; n.pieces
 says how many it took; the Inductor columns then time only this process, the pieces' own
@@ -34,7 +33,10 @@ compiles), autotune (CachingAutotuner.benchmark_all_configs; the json's n.config
 configurations it benchmarked, `autotuned` each benchmarked kernel's name, configurations
 and seconds, n.kernels_to_pool / n.kernels_in_process how many kernel compiles
 went to Inductor's compile workers or ran in this process while they were not ready), kernels
-(Triton / C++ kernels in the generated code).
+(Triton / C++ kernels in the generated code). The json's `marks` say when (s from the start)
+the first Triton kernel reached async_compile and when the compile workers said they were
+ready; with `+poolqueue` every kernel goes to the workers once they were started, queued
+until they are up, instead of compiling in this process while they start.
 """
 from __future__ import annotations
 
@@ -86,12 +88,24 @@ timed(g.GraphLowering, "compile_to_module", "module_all")
 timed(s.Scheduler, "__init__", "scheduler")
 from torch._inductor.async_compile import AsyncCompile
 _use_pool = AsyncCompile.use_process_pool.__func__
+MARK = {{}}  # perf_counter of the first kernel handed to async_compile, of the pool's readiness
 def pool_or_here(cls):  # per kernel: sent to the compile workers, or compiled in this process
     sent = _use_pool(cls)
+    if cls._ready_future is not None and "pool_watch" not in MARK:
+        MARK["pool_watch"] = time.perf_counter()
+        cls._ready_future.add_done_callback(
+            lambda f: MARK.setdefault("pool_ready", time.perf_counter()))
+    if "+poolqueue" in {tool!r} and cls._ready_future is not None:
+        sent = True  # queued for workers still starting, not compiled here
     key = "kernels_to_pool" if sent else "kernels_in_process"
     N[key] = N.get(key, 0) + 1
     return sent
 AsyncCompile.use_process_pool = classmethod(pool_or_here)
+_triton = AsyncCompile.triton
+def _triton_marked(self, *a, **k):
+    MARK.setdefault("first_kernel", time.perf_counter())
+    return _triton(self, *a, **k)
+AsyncCompile.triton = _triton_marked
 if {tool!r}.startswith("nb"):
     from precompile_nb.core import _compat  # lower looks these up on _compat at each call
     timed(_compat, "functionalize", "functionalize")
@@ -104,9 +118,6 @@ if _to_host is not None:  # benchmarks whose written arguments went to host memo
             N["host_copies"] = N.get("host_copies", 0) + 1
         return out
     _th.CachingAutotuner.copy_args_to_cpu_if_needed = _counted_to_host
-if "+hostcopies" in {tool!r}:  # as before Note [autotuning clones on the device]
-    import contextlib as _cl, precompile_nb.core._compat.autotune as _at
-    _at.clones_on_the_device = _cl.nullcontext
 if "+atprof" in {tool!r}:
     AT_PROF = cProfile.Profile()
 import gc
@@ -167,7 +178,8 @@ if AT_PROF is not None and AUTOTUNED:  # (nothing benchmarked: no stats)
 gc.callbacks.remove(_gc_watch)
 T["autotune"] = sum(a[2] for a in AUTOTUNED)
 N["autotune"], N["configs"] = len(AUTOTUNED), sum(a[1] for a in AUTOTUNED)
-print(json.dumps({{"total": total, "stages": stages, "t": T, "n": N, "autotuned": AUTOTUNED,
+MARKS = {{k: round(v - t0, 3) for k, v in MARK.items()}}
+print(json.dumps({{"total": total, "marks": MARKS, "stages": stages, "t": T, "n": N, "autotuned": AUTOTUNED,
                   "top": top, "split": SPLIT, "gc": GC, "steady": STEADY,
                   "kernels": code.count("async_compile.triton(") + code.count("cpp_pybinding(")}}))
 """
@@ -180,6 +192,8 @@ def run(case: str, tool: str, device: str, sources: str = "", steady: int = 0) -
         env.pop("PYTHONPATH", None)
         if "+nopool" in tool:
             env["TORCH_WARM_POOL"] = "0"
+        if "+fork" in tool:  # compile workers forked from this process, not a fresh sidecar
+            env["TORCHINDUCTOR_WORKER_START"] = "fork"
         m = re.search(r"\+pieces=(\d+)", tool)
         if m:
             env["PRECOMPILE_NB_PIECES"] = m.group(1)

@@ -47,6 +47,12 @@ def private_compile_cache() -> Iterator[str]:
 #   pool). TORCH_WARM_POOL=0 turns it off, as for torch.compile. A pool started before
 #   private_compile_cache is sound: each job carries the compile's TORCHINDUCTOR_CACHE_DIR and
 #   TRITON_CACHE_DIR to its worker (async_compile.triton's extra_env, 2.11-2.15).
+#   Measured on the H200 (benchmarks/results/h200_round11): the workers are ready 9-12 s after
+#   the start, the time their sidecar's fresh interpreter takes to import torch and Inductor,
+#   so a graph that reaches its first kernel sooner (a llama step, at ~8 s) still compiles
+#   ~45 kernels here. Tried and not kept: handing kernels to the workers while they start
+#   (the hand-over blocks code generation until they are up) and workers forked from this
+#   process (ready at once, but every later phase of this process ran slower).
 def start_compile_workers() -> None:
     """Start Inductor's Triton compile pool now (Note [compile workers start with the
     capture]); a no-op where torch.compile would not start it either."""
