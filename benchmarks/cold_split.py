@@ -36,7 +36,9 @@ went to Inductor's compile workers or ran in this process while they were not re
 (Triton / C++ kernels in the generated code). The json's `marks` say when (s from the start)
 the first Triton kernel reached async_compile and when the compile workers said they were
 ready; with `+poolqueue` every kernel goes to the workers once they were started, queued
-until they are up, instead of compiling in this process while they start.
+until they are up, instead of compiling in this process while they start. The json's `t` also
+has, where the torch has them (2.13-2.15), AOTAutograd's metadata trace (aot_metadata) and
+graph trace (aot_trace), and Inductor's pre-grad, joint-graph and post-grad passes.
 """
 from __future__ import annotations
 
@@ -86,6 +88,14 @@ timed(g.GraphLowering, "run", "lowering")
 timed(g.GraphLowering, "codegen", "codegen")
 timed(g.GraphLowering, "compile_to_module", "module_all")
 timed(s.Scheduler, "__init__", "scheduler")
+import torch._functorch.aot_autograd as _aa, torch._inductor.compile_fx as _cf
+for _owner, _name, _key in (  # AOTAutograd's two traces and Inductor's graph passes (2.13-2.15)
+        (_aa, "create_aot_state", "aot_metadata"), (_aa, "aot_stage1_graph_capture", "aot_trace"),
+        (_cf, "_recursive_pre_grad_passes", "pre_grad"),
+        (_cf, "_recursive_joint_graph_passes", "joint_passes"),
+        (_cf, "_recursive_post_grad_passes", "post_grad")):
+    if hasattr(_owner, _name):
+        timed(_owner, _name, _key)
 from torch._inductor.async_compile import AsyncCompile
 _use_pool = AsyncCompile.use_process_pool.__func__
 MARK = {{}}  # perf_counter of the first kernel handed to async_compile, of the pool's readiness
