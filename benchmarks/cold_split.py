@@ -189,8 +189,8 @@ gc.callbacks.remove(_gc_watch)
 T["autotune"] = sum(a[2] for a in AUTOTUNED)
 N["autotune"], N["configs"] = len(AUTOTUNED), sum(a[1] for a in AUTOTUNED)
 MARKS = {{k: round(v - t0, 3) for k, v in MARK.items()}}
-print(json.dumps({{"total": total, "marks": MARKS, "stages": stages, "t": T, "n": N, "autotuned": AUTOTUNED,
-                  "top": top, "split": SPLIT, "gc": GC, "steady": STEADY,
+print(json.dumps({{"total": total, "marks": MARKS, "stages": stages, "t": T, "n": N,
+                  "autotuned": AUTOTUNED, "top": top, "split": SPLIT, "gc": GC, "steady": STEADY,
                   "kernels": code.count("async_compile.triton(") + code.count("cpp_pybinding(")}}))
 """
 

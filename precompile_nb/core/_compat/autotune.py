@@ -2,8 +2,7 @@
 per size] in core/tuning.py): Inductor's autotuner keeps one configuration per Triton kernel and
 frees the others; here it is run once per size, each kernel's choice and size arguments are
 recorded, and its configurations are given back before the next size; and the run itself
-(autotune_now). Checked on 2.11 (H200) and, for the
-names patched, 2.13 and 2.15.
+(autotune_now). Checked on 2.11 (H200) and, for the names patched, 2.13 and 2.15.
 """
 from __future__ import annotations
 
