@@ -39,6 +39,11 @@ ready; with `+poolqueue` every kernel goes to the workers once they were started
 until they are up, instead of compiling in this process while they start. The json's `t` also
 has, where the torch has them (2.13-2.15), AOTAutograd's metadata trace (aot_metadata) and
 graph trace (aot_trace), and Inductor's pre-grad, joint-graph and post-grad passes.
+
+With --cache-dir DIR every run keeps its compiler caches in DIR instead of empty ones: run the
+same command twice to time a precompile (or torch.compile) that finds what an earlier process
+built, e.g. precompile_nb's kept C++ kernels (Note [C++ kernels built once]); `+noreuse` turns
+that reuse off (PRECOMPILE_NB_KERNEL_REUSE=0) and the json's `builds` says what was reused.
 """
 from __future__ import annotations
 
@@ -72,7 +77,7 @@ else:
     from workloads import build as build_workload
     w = build_workload(case, {device!r})
     fn, args, kind = w.fn, w.args, "infer" if w.inference else "train"
-T, N, SPLIT = {{}}, {{}}, ""
+T, N, SPLIT, BUILDS = {{}}, {{}}, "", {{}}
 def timed(owner, name, key):
     orig = getattr(owner, name)
     @functools.wraps(orig)
@@ -152,6 +157,7 @@ with ctx:
         art = build(fn, *args)
         code = art.python_code; stages = dict(art.stage_seconds)
         split = art.lowered.split
+        BUILDS = dict(art.lowered.builds)
         N["pieces"] = split.count if split else 1
         SPLIT = repr(split)
     else:
@@ -190,16 +196,21 @@ T["autotune"] = sum(a[2] for a in AUTOTUNED)
 N["autotune"], N["configs"] = len(AUTOTUNED), sum(a[1] for a in AUTOTUNED)
 MARKS = {{k: round(v - t0, 3) for k, v in MARK.items()}}
 print(json.dumps({{"total": total, "marks": MARKS, "stages": stages, "t": T, "n": N,
-                  "autotuned": AUTOTUNED, "top": top, "split": SPLIT, "gc": GC, "steady": STEADY,
+                  "builds": BUILDS, "autotuned": AUTOTUNED, "top": top, "split": SPLIT, "gc": GC, "steady": STEADY,
                   "kernels": code.count("async_compile.triton(") + code.count("cpp_pybinding(")}}))
 """
 
 
-def run(case: str, tool: str, device: str, sources: str = "", steady: int = 0) -> dict:
+def run(case: str, tool: str, device: str, sources: str = "", steady: int = 0,
+        cache_dir: str | None = None) -> dict:
     with tempfile.TemporaryDirectory(prefix="cold_split_") as tmp:
-        env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=os.path.join(tmp, "inductor"),
-                   TRITON_CACHE_DIR=os.path.join(tmp, "triton"), TMPDIR=tmp, OMP_NUM_THREADS="1")
+        caches = cache_dir or tmp
+        env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=os.path.join(caches, "inductor"),
+                   TRITON_CACHE_DIR=os.path.join(caches, "triton"), TMPDIR=tmp,
+                   OMP_NUM_THREADS="1")
         env.pop("PYTHONPATH", None)
+        if "+noreuse" in tool:  # no C++ kernel kept from an earlier precompile
+            env["PRECOMPILE_NB_KERNEL_REUSE"] = "0"
         if "+nopool" in tool:
             env["TORCH_WARM_POOL"] = "0"
         if "+fork" in tool:  # compile workers forked from this process, not a fresh sidecar
@@ -228,6 +239,9 @@ def main() -> None:
     ap.add_argument("--out", default=None)
     ap.add_argument("--steady", type=int, default=0,
                     help="also time N calls of the compiled step and of eager's (median ms)")
+    ap.add_argument("--cache-dir", default=None,
+                    help="compiler caches in this dir, kept from run to run (default: empty "
+                         "ones for each run): a second run finds what the first built")
     ap.add_argument("--sources", action="store_true",
                     help="keep each run's generated modules in OUT/sources_CASE_TOOL.py")
     args = ap.parse_args()
@@ -246,7 +260,7 @@ def main() -> None:
                     os.makedirs(args.out, exist_ok=True)
                     name = re.sub(r"[^A-Za-z0-9_.-]", "_", f"sources_{case}_{tool}_{k}.py")
                     keep = os.path.join(os.path.abspath(args.out), name)
-                r = run(case, tool, args.device, keep, args.steady)
+                r = run(case, tool, args.device, keep, args.steady, args.cache_dir)
                 rows.setdefault(f"{case}:{tool}", []).append(r)
                 if "error" in r:
                     lines.append(f"| {case} | {tool} | {k + 1} | error: "

@@ -221,7 +221,9 @@ def _lower_inductor_once(c: Captured, t0: float, may_assume: bool,
                        kernels=(), files=(), seconds=time.perf_counter() - t0)
     cuda = any(isinstance(t, torch.Tensor) and t.device.type == "cuda" for t in fake_inputs)
     launches: dict[str, dict] = {}
-    with _compat.private_compile_cache() as cache_dir, (
+    store = _compat.kernel_store_dir()  # Note [C++ kernels built once]: outside the private dir
+    with _compat.private_compile_cache() as cache_dir, _compat.reusing_built_kernels(
+            store, cache_dir) as builds, (
             _compat.recording_triton_launchers() if cuda else contextlib.nullcontext()):
         source, kernels, compiled, split = _compile(c, fgm, fake_inputs, cuda, may_assume)
         kernel_vars = warm.triton_kernel_vars(source) if cuda else []
@@ -239,7 +241,7 @@ def _lower_inductor_once(c: Captured, t0: float, may_assume: bool,
     source = _compat.strip_inductor_main(source)
     return Lowered(backend="inductor", source=source, convention=convention,
                    kernels=kernels, files=tuple(files), seconds=time.perf_counter() - t0,
-                   launches=launches, tuning=tuning, split=split)
+                   launches=launches, tuning=tuning, split=split, builds=dict(builds))
 
 
 def _compile(c: Captured, fgm: torch.fx.GraphModule, fake_inputs: list, cuda: bool,

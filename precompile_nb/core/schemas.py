@@ -107,6 +107,9 @@ class Lowered:
     # how many pieces Inductor compiled the graph in at once (Note [a graph compiled in
     # pieces], core/pieces.py), and why that many
     split: Split | None = None
+    # C++ kernel builds at precompile: {"reused": kept from an earlier precompile, "built":
+    # the compiler ran} (Note [C++ kernels built once], core/_compat/kernel_store.py)
+    builds: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

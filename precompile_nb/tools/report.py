@@ -61,6 +61,9 @@ def report_data(art: Artifact, *, load_stats: dict | None = None) -> dict[str, A
         "compiled_in": {"pieces": lw.split.count, "why": lw.split.why,
                         "seconds": round(lw.split.seconds, 4),
                         "workers": [list(w) for w in lw.split.workers]} if lw.split else None,
+        # C++ kernel builds taken from earlier precompiles, and run (Note [C++ kernels built
+        # once]); None: nothing was built (the eager backend, a CUDA graph)
+        "kernel_builds": dict(lw.builds) if any(lw.builds.values()) else None,
         "python_code": art.python_code,
         "python_code_bytes": len(art.python_code.encode("utf-8")),
         "sections": sections,

@@ -122,7 +122,15 @@ def _stages(data: dict[str, Any]) -> str:
     total = sum(s for _, s in stages)
     return ("<h4>Stage timings</h4>" + table(["stage", "time", ""], rows, cls="pcnb-stages")
             + f'<p class="pcnb-muted">total {esc(human_seconds(total))}</p>'
-            + _compiled_in(data.get("compiled_in")))
+            + _compiled_in(data.get("compiled_in")) + _kernel_builds(data.get("kernel_builds")))
+
+
+def _kernel_builds(b: dict[str, Any] | None) -> str:
+    """How many C++ kernel builds an earlier precompile had done for this one."""
+    if not b:
+        return ""
+    return (f'<p class="pcnb-muted">C++ kernels: {esc(b.get("reused", 0))} taken from earlier '
+            f'precompiles, {esc(b.get("built", 0))} compiled</p>')
 
 
 def _compiled_in(c: dict[str, Any] | None) -> str:

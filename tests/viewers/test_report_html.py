@@ -362,3 +362,12 @@ def test_summary_says_how_many_pieces_the_graph_was_compiled_in(report_inductor)
     assert "Inductor compiled the graph in one piece" in one and "worker ready" not in one
     eager = with_changes(report_inductor, compiled_in=None)
     assert "compiled the graph in" not in render_report_html(eager)
+
+
+def test_summary_says_how_many_cpp_kernels_came_from_earlier_precompiles(report_inductor):
+    # Note [C++ kernels built once]
+    data = with_changes(report_inductor, kernel_builds={"reused": 3, "built": 1})
+    text = re.sub(r"<[^>]+>", "", html.unescape(panel(render_report_html(data), "summary")))
+    assert "C++ kernels: 3 taken from earlier precompiles, 1 compiled" in text
+    assert "taken from earlier" not in render_report_html(
+        with_changes(report_inductor, kernel_builds=None))

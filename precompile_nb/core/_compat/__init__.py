@@ -59,6 +59,7 @@ from .inductor import (  # noqa: F401 - the door re-exports
     triton_cache_dir,
     triton_launch_records,
 )
+from .kernel_store import kernel_store_dir, reusing_built_kernels  # noqa: F401 - re-exports
 from .pieces import (  # noqa: F401 - the door re-exports
     compile_dirs,
     fake_inputs,

@@ -1,0 +1,85 @@
+"""Note [C++ kernels built once]: a precompile on CPU reuses the C++ kernels earlier precompiles
+built, instead of running the compiler again, and its artifact is the same as without."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from precompile_nb import precompile
+from precompile_nb.core import _compat, build
+
+
+def _mlp() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+
+
+def _scaled(m, x):
+    return torch.tanh(m(x)) * 2
+
+
+def _shifted(m, x):  # the same network, another last step
+    return torch.sigmoid(m(x)) + 1
+
+
+@pytest.fixture
+def compiler_runs(monkeypatch, tmp_path):
+    """A store of its own for this test, and the list of every C++ compiler run."""
+    from torch._inductor import cpp_builder
+
+    store = str(tmp_path / "store")
+    monkeypatch.setattr(_compat, "kernel_store_dir", lambda: store)
+    runs: list[str] = []
+    original = cpp_builder.CppBuilder.build
+
+    def counted(self, *a, **k):
+        runs.append(self.get_target_file_path())
+        return original(self, *a, **k)
+
+    monkeypatch.setattr(cpp_builder.CppBuilder, "build", counted)
+    return runs
+
+
+def _kernel_files(art) -> set[str]:
+    return {rel for root, rel, _ in art.lowered.files if rel.endswith(".so")}
+
+
+def test_precompiling_again_runs_no_compiler_and_gives_the_same_artifact(compiler_runs):
+    m, x = _mlp(), torch.randn(5, 8)
+    first = build(_scaled, m, x)
+    assert first.lowered.builds["built"] > 0 and first.lowered.builds["reused"] == 0
+    assert any(run.endswith(".so") for run in compiler_runs)
+    compiler_runs.clear()
+    again = build(_scaled, m, x)  # a new private compile dir, as in a new process
+    assert again.lowered.builds == {"reused": first.lowered.builds["built"], "built": 0}
+    assert compiler_runs == []  # no C++ compiler ran at all
+    assert _kernel_files(again) == _kernel_files(first)  # the artifact still ships them
+    f = precompile.load(again.python_code, again.cache)
+    torch.testing.assert_close(f(m, x), _scaled(m, x))
+
+
+def test_a_changed_fn_builds_only_its_changed_kernels(compiler_runs):
+    m, x = _mlp(), torch.randn(5, 8)
+    build(_scaled, m, x)
+    changed = build(_shifted, m, x)
+    assert changed.lowered.builds["built"] > 0  # its new kernel: compiled
+    assert changed.lowered.builds["reused"] > 0  # the unchanged ones: taken from the store
+    f = precompile.load(changed.python_code, changed.cache)
+    torch.testing.assert_close(f(m, x), _shifted(m, x))
+
+
+def test_reuse_is_off_where_the_environment_says_so(monkeypatch):
+    monkeypatch.setenv("PRECOMPILE_NB_KERNEL_REUSE", "0")
+    assert _compat.kernel_store_dir() is None
+    monkeypatch.delenv("PRECOMPILE_NB_KERNEL_REUSE")
+    store = _compat.kernel_store_dir()
+    assert store is not None and "precompile_nb_kernels" in store
+
+
+def test_the_report_says_what_was_reused(compiler_runs):
+    from precompile_nb.tools.report import report_data
+
+    m, x = _mlp(), torch.randn(5, 8)
+    build(_scaled, m, x)
+    builds = report_data(build(_scaled, m, x))["kernel_builds"]
+    assert builds["reused"] > 0 and builds["built"] == 0
