@@ -51,7 +51,7 @@ def test_precompiling_again_runs_no_compiler_and_gives_the_same_artifact(compile
     assert any(run.endswith(".so") for run in compiler_runs)
     compiler_runs.clear()
     again = build(_scaled, m, x)  # a new private compile dir, as in a new process
-    assert again.lowered.builds == {"reused": first.lowered.builds["built"], "built": 0}
+    assert again.lowered.builds["built"] == 0 and again.lowered.builds["reused"] > 0
     assert compiler_runs == []  # no C++ compiler ran at all
     assert _kernel_files(again) == _kernel_files(first)  # the artifact still ships them
     f = precompile.load(again.python_code, again.cache)

@@ -1,7 +1,7 @@
 """torch internals of reusing C++ kernels built by earlier precompiles (Note [C++ kernels built
-once]): Inductor's C++ build step (2.11-2.15: codecache._worker_compile_cpp) and its cache
-key's compiler version (cpp_builder.get_compiler_version_info). Checked on 2.13 and 2.15 (2.14.1
-has the same names).
+once]): Inductor's C++ build step (cpp_builder.CppBuilder.build, which its callers skip where
+the target exists) and its kernels' compiler version (cpp_builder.get_compiler_version_info).
+Checked on 2.13 and 2.15; 2.14.1 has the same names.
 """
 from __future__ import annotations
 
@@ -20,17 +20,16 @@ import torch
 #   its own binaries land in the artifact. That also threw away every C++ kernel the machine
 #   had built before: precompiling again after a small change to fn, or in a new process,
 #   rebuilt every kernel, where torch.compile finds the unchanged ones in its cache dir. Now
-#   each C++ build product (object files and the library: the build step's targets) is also
-#   kept in a store beside Inductor's own cache (<its cache dir>/precompile_nb_kernels/<torch
-#   and compiler version>), under its path relative to the private dir, and a later precompile
-#   that needs a target puts the kept one in place before Inductor looks: Inductor then skips
-#   that build, as it does for any target that exists. The path is the kernel's key, a hash of
-#   its source and of its compile command (flags, ISA), so a kept file is only ever found by
-#   the build it came from; the store's name adds the torch build and the compiler's version.
-#   Only what precompile builds is kept and reused (a load builds nothing it did not before),
-#   and only C++ (Triton kernels: not yet). A store under a TORCHINDUCTOR_CACHE_DIR is emptied
-#   with it, so "empty compiler caches" keeps meaning cold. PRECOMPILE_NB_KERNEL_REUSE=0
-#   turns it off.
+#   each C++ build product (a kernel's object files and library, the ISA probes' libraries)
+#   is also kept in a store beside Inductor's own cache (<its cache dir>/precompile_nb_kernels
+#   /<torch and compiler version>) under its path relative to the private dir, and a later
+#   precompile that would build that target copies the kept one in place instead of running
+#   the compiler. The path holds the kernel's key, a hash of its source and of its compile
+#   command (flags, ISA), so a kept file is only found by the build it came from; the store's
+#   name adds the torch build and the compiler's version. Only precompile keeps and reuses (a
+#   load builds what it built before), and only C++: Triton kernels are compiled each time.
+#   A store under a TORCHINDUCTOR_CACHE_DIR is emptied with it, so "empty compiler caches"
+#   still means cold. PRECOMPILE_NB_KERNEL_REUSE=0 turns it off.
 
 
 def kernel_store_dir() -> str | None:
@@ -54,37 +53,35 @@ def kernel_store_dir() -> str | None:
 
 @contextlib.contextmanager
 def reusing_built_kernels(store: str | None, cache_dir: str) -> Iterator[dict[str, int]]:
-    """While inside (the private compile of `cache_dir`): C++ build targets found in `store`
-    are put in place instead of built, and those built are kept there. Yields counts of the
-    builds: "reused" (every target found), "built" (the compiler ran)."""
-    from torch._inductor import codecache
+    """While inside (the private compile of `cache_dir`): a C++ build whose target is in
+    `store` puts that in place instead of running the compiler, and a build that ran keeps its
+    target there. Yields counts: "reused" (targets taken), "built" (compiler runs kept)."""
+    from torch._inductor import cpp_builder
 
     counts = {"reused": 0, "built": 0}
-    original = codecache.__dict__.get("_worker_compile_cpp")
+    cls = cpp_builder.CppBuilder
+    original = cls.__dict__.get("build")
     if store is None or original is None:
         yield counts
         return
 
-    def build(lock_path: str, cpp_builders: Any, *args: Any, **kwargs: Any) -> Any:
-        if all(os.path.exists(b.get_target_file_path()) for b in cpp_builders):
-            return original(lock_path, cpp_builders, *args, **kwargs)  # done: in this compile
-        rels = [_relative(b.get_target_file_path(), cache_dir) for b in cpp_builders]
-        fetched = [rel is not None and _fetch(store, cache_dir, rel) for rel in rels]
-        if all(fetched):
+    def build(self: Any, *args: Any, **kwargs: Any) -> Any:
+        rel = _relative(self.get_target_file_path(), cache_dir)
+        if rel is None:  # not one of this compile's kernels (the precompiled header)
+            return original(self, *args, **kwargs)
+        if _fetch(store, cache_dir, rel):
             counts["reused"] += 1
             return None
-        result = original(lock_path, cpp_builders, *args, **kwargs)
+        result = original(self, *args, **kwargs)
         counts["built"] += 1
-        for rel, had in zip(rels, fetched):
-            if rel is not None and not had:
-                _keep(store, cache_dir, rel)
+        _keep(store, cache_dir, rel)
         return result
 
-    codecache._worker_compile_cpp = build  # under GLOBAL_LOCK, as the whole precompile
+    cls.build = build  # under GLOBAL_LOCK, as the whole precompile
     try:
         yield counts
     finally:
-        codecache._worker_compile_cpp = original
+        cls.build = original
 
 
 def _relative(path: str, root: str) -> str | None:
