@@ -66,9 +66,10 @@ def reusing_built_kernels(store: str | None, cache_dir: str) -> Iterator[dict[st
         return
 
     def build(self: Any, *args: Any, **kwargs: Any) -> Any:
-        rel = _relative(self.get_target_file_path(), cache_dir)
-        if rel is None:  # not one of this compile's kernels (the precompiled header)
-            return original(self, *args, **kwargs)
+        target = self.get_target_file_path()
+        rel = _relative(target, cache_dir)
+        if rel is None or os.path.exists(target):  # not a kernel of this compile (the
+            return original(self, *args, **kwargs)  # precompiled header), or a rebuild
         if _fetch(store, cache_dir, rel):
             counts["reused"] += 1
             return None
@@ -90,17 +91,14 @@ def _relative(path: str, root: str) -> str | None:
 
 
 def _fetch(store: str, cache_dir: str, rel: str) -> bool:
-    """Put a copy of the kept `rel` in place in `cache_dir` (a copy: nothing done in the
-    private dir can reach the store); True if it is there now."""
+    """Put a copy of the kept `rel` in place in `cache_dir`; True if there was one."""
     dest = os.path.join(cache_dir, rel)
-    if os.path.exists(dest):
-        return True
     src = os.path.join(store, rel)
     if not os.path.isfile(src):
         return False
     try:
         os.makedirs(os.path.dirname(dest), exist_ok=True)
-        _place(src, dest, link=False)
+        _place(src, dest)
     except OSError:
         return False
     return True
@@ -113,19 +111,15 @@ def _keep(store: str, cache_dir: str, rel: str) -> None:
         return
     try:
         os.makedirs(os.path.dirname(dest), exist_ok=True)
-        _place(src, dest, link=True)
+        _place(src, dest)
     except OSError:
         pass  # only a later precompile's head start
 
 
-def _place(src: str, dest: str, link: bool) -> None:
-    """`src` at `dest`, whole or not at all (a temporary name, then one rename)."""
+def _place(src: str, dest: str) -> None:
+    """A copy of `src` at `dest`, whole or not at all (a temporary name, then one rename).
+    A copy, not a link: nothing later done to a file in the private dir reaches the store,
+    nor the other way round."""
     tmp = f"{dest}.{os.getpid()}.{threading.get_ident()}.tmp"
-    try:
-        if link:
-            os.link(src, tmp)
-        else:
-            shutil.copyfile(src, tmp)
-    except OSError:
-        shutil.copyfile(src, tmp)
+    shutil.copyfile(src, tmp)
     os.replace(tmp, dest)
