@@ -165,9 +165,22 @@ def zoo_cold_rows() -> list[tuple[str, str, str]]:
     ]
 
 
+def kernel_reuse_row() -> tuple[str, str, str]:
+    """A second process's precompile with the C++ kernels the first kept (Note [C++ kernels
+    built once]), without them, and torch.compile's second process (cpu_round11/)."""
+    rows = json.loads((RESULTS / "cpu_round11" / "reuse_second_process.json").read_text())
+    t = {tool: rows[f"bert:train:real:{tool}"][0]["total"] for tool in ("nb", "nb+noreuse", "tc")}
+    return ("bert training step (real size), precompile in a second process whose compiler "
+            "caches a first one filled (2-core machine, torch 2.13): with the C++ kernels the "
+            "first kept / without them / torch.compile's second process",
+            f"{_s(t['nb'])} / {_s(t['nb+noreuse'])} / {_s(t['tc'])}",
+            "benchmarks/results/cpu_round11/reuse_second_process.json")
+
+
 def render() -> str:
     meta, cpu = cpu_rows()
     cpu.append(call_overhead_row())
+    cpu.append(kernel_reuse_row())
     lines = [
         "# Headline numbers",
         "",
