@@ -2,11 +2,14 @@
 built, instead of running the compiler again, and its artifact is the same as without."""
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
 from precompile_nb import precompile
 from precompile_nb.core import _compat, build
+from precompile_nb.core._compat import kernel_store
 
 
 def _mlp() -> torch.nn.Module:
@@ -83,3 +86,20 @@ def test_the_report_says_what_was_reused(compiler_runs):
     build(_scaled, m, x)
     builds = report_data(build(_scaled, m, x))["kernel_builds"]
     assert builds["reused"] > 0 and builds["built"] == 0
+
+
+def test_a_probe_librarys_loaded_marker_travels_with_it(tmp_path):
+    # torch >= 2.14 skips the child process that loads an ISA probe library when a
+    # `.load_ok` marker sits beside it: kept at the end of a compile, put back with the library
+    store, first, second = (str(tmp_path / d) for d in ("store", "first", "second"))
+    lib = os.path.join(first, "ab", "cabc.so")
+    os.makedirs(os.path.dirname(lib))
+    for path in (lib, lib + ".load_ok"):
+        with open(path, "w") as f:
+            f.write("x")
+    with _compat.reusing_built_kernels(store, first):
+        pass
+    kernel_store._keep(store, first, os.path.join("ab", "cabc.so"))
+    assert sorted(os.listdir(os.path.join(store, "ab"))) == ["cabc.so", "cabc.so.load_ok"]
+    assert kernel_store._fetch(store, second, os.path.join("ab", "cabc.so"))
+    assert sorted(os.listdir(os.path.join(second, "ab"))) == ["cabc.so", "cabc.so.load_ok"]

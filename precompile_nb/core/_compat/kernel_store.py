@@ -83,6 +83,7 @@ def reusing_built_kernels(store: str | None, cache_dir: str) -> Iterator[dict[st
         yield counts
     finally:
         cls.build = original
+        _keep_load_markers(store, cache_dir)
 
 
 def _relative(path: str, root: str) -> str | None:
@@ -99,9 +100,23 @@ def _fetch(store: str, cache_dir: str, rel: str) -> bool:
     try:
         os.makedirs(os.path.dirname(dest), exist_ok=True)
         _place(src, dest)
+        if os.path.isfile(src + _LOADED):
+            _place(src + _LOADED, dest + _LOADED)
     except OSError:
         return False
     return True
+
+
+# torch >= 2.14 marks an ISA probe library that a child process loaded (`<lib>.load_ok`) and
+# then does not start that child again: kept and put in place with the library
+_LOADED = ".load_ok"
+
+
+def _keep_load_markers(store: str, cache_dir: str) -> None:
+    for root, _, names in os.walk(cache_dir):
+        for name in names:
+            if name.endswith(_LOADED):
+                _keep(store, cache_dir, os.path.relpath(os.path.join(root, name), cache_dir))
 
 
 def _keep(store: str, cache_dir: str, rel: str) -> None:
