@@ -21,8 +21,9 @@ import torch
 #   had built before: precompiling again after a small change to fn, or in a new process,
 #   rebuilt every kernel, where torch.compile finds the unchanged ones in its cache dir. Now
 #   each C++ build product (a kernel's object files and library, the ISA probes' libraries
-#   and, torch >= 2.14, their loaded markers) is also kept in a store beside Inductor's own cache (<its cache dir>/precompile_nb_kernels
-#   /<torch and compiler version>) under its path relative to the private dir, and a later
+#   and, torch >= 2.14, their loaded markers) is also kept in a store beside Inductor's own
+#   cache (<its cache dir>/precompile_nb_kernels/<torch and compiler version>) under its
+#   path relative to the private dir, and a later
 #   precompile that would build that target copies the kept one in place instead of running
 #   the compiler. The path holds the kernel's key, a hash of its source and of its compile
 #   command (flags, ISA), so a kept file is only found by the build it came from; the store's
