@@ -23,9 +23,8 @@ import torch
 #   each C++ build product (a kernel's object files and library, the ISA probes' libraries
 #   and, torch >= 2.14, their loaded markers) is also kept in a store beside Inductor's own
 #   cache (<its cache dir>/precompile_nb_kernels/<torch and compiler version>) under its
-#   path relative to the private dir, and a later
-#   precompile that would build that target copies the kept one in place instead of running
-#   the compiler. The path holds the kernel's key, a hash of its source and of its compile
+#   path relative to the private dir, and a later precompile that would build that target
+#   copies the kept one in place instead of running the compiler. The path holds the kernel's key, a hash of its source and of its compile
 #   command (flags, ISA), so a kept file is only found by the build it came from; the store's
 #   name adds the torch build and the compiler's version. Only precompile keeps and reuses (a
 #   load builds what it built before), and only C++: Triton kernels are compiled each time.
