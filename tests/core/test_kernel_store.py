@@ -103,3 +103,37 @@ def test_a_probe_librarys_loaded_marker_travels_with_it(tmp_path):
     assert sorted(os.listdir(os.path.join(store, "ab"))) == ["cabc.so", "cabc.so.load_ok"]
     assert kernel_store._fetch(store, second, os.path.join("ab", "cabc.so"))
     assert sorted(os.listdir(os.path.join(second, "ab"))) == ["cabc.so", "cabc.so.load_ok"]
+
+
+_PRECOMPILE_IN_A_NEW_PROCESS = """
+import json, torch
+from precompile_nb import precompile
+from precompile_nb.core import build
+torch.manual_seed(0)
+m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+x = torch.randn(5, 8)
+art = build(lambda m, x: torch.tanh(m(x)) * 2, m, x)
+f = precompile.load(art.python_code, art.cache)
+ok = torch.allclose(f(m, x), torch.tanh(m(x)) * 2, atol=1e-6)
+print(json.dumps({"builds": dict(art.lowered.builds), "match": ok}))
+"""
+
+
+def test_a_new_process_precompiles_with_the_kernels_an_earlier_one_built(tmp_path):
+    """The user's case: the same precompile after a restart, with Inductor's cache dir kept;
+    also the ISA probes (run once per process) come from the store."""
+    import json
+
+    from tests.conftest import run_fresh
+
+    env = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"), "TMPDIR": str(tmp_path)}
+    env.pop("PRECOMPILE_NB_KERNEL_REUSE", None)
+    runs = []
+    for _ in range(2):
+        r = run_fresh(_PRECOMPILE_IN_A_NEW_PROCESS, env=env, cwd=os.getcwd())
+        assert r.returncode == 0, r.stderr[-3000:]
+        runs.append(json.loads(r.stdout.strip().splitlines()[-1]))
+    first, second = runs
+    assert first["match"] and second["match"]
+    assert first["builds"]["built"] > 0
+    assert second["builds"] == {"reused": first["builds"]["built"], "built": 0}
