@@ -126,8 +126,8 @@ def test_a_new_process_precompiles_with_the_kernels_an_earlier_one_built(tmp_pat
 
     from tests.conftest import run_fresh
 
-    env = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"), "TMPDIR": str(tmp_path)}
-    env.pop("PRECOMPILE_NB_KERNEL_REUSE", None)
+    env = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"), "TMPDIR": str(tmp_path),
+           "PRECOMPILE_NB_KERNEL_REUSE": "1"}
     runs = []
     for _ in range(2):
         r = run_fresh(_PRECOMPILE_IN_A_NEW_PROCESS, env=env, cwd=os.getcwd())
