@@ -126,10 +126,11 @@ def _stages(data: dict[str, Any]) -> str:
 
 
 def _kernel_builds(b: dict[str, Any] | None) -> str:
-    """How many C++ kernel builds an earlier precompile had done for this one."""
+    """How many C++ build products (a kernel's object files and library, the ISA probes) an
+    earlier precompile had made for this one."""
     if not b:
         return ""
-    return (f'<p class="pcnb-muted">C++ kernels: {esc(b.get("reused", 0))} taken from earlier '
+    return (f'<p class="pcnb-muted">C++ builds: {esc(b.get("reused", 0))} taken from earlier '
             f'precompiles, {esc(b.get("built", 0))} compiled</p>')
 
 

@@ -368,6 +368,6 @@ def test_summary_says_how_many_cpp_kernels_came_from_earlier_precompiles(report_
     # Note [C++ kernels built once]
     data = with_changes(report_inductor, kernel_builds={"reused": 3, "built": 1})
     text = re.sub(r"<[^>]+>", "", html.unescape(panel(render_report_html(data), "summary")))
-    assert "C++ kernels: 3 taken from earlier precompiles, 1 compiled" in text
+    assert "C++ builds: 3 taken from earlier precompiles, 1 compiled" in text
     assert "taken from earlier" not in render_report_html(
         with_changes(report_inductor, kernel_builds=None))
