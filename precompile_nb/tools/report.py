@@ -62,7 +62,7 @@ def report_data(art: Artifact, *, load_stats: dict | None = None) -> dict[str, A
                         "seconds": round(lw.split.seconds, 4),
                         "workers": [list(w) for w in lw.split.workers]} if lw.split else None,
         # C++ kernel builds taken from earlier precompiles, and run (Note [C++ kernels built
-        # once]); None: nothing was built (the eager backend, a CUDA graph)
+        # once]); None: no C++ build (the eager backend; a graph of Triton kernels only)
         "kernel_builds": dict(lw.builds) if any(lw.builds.values()) else None,
         "python_code": art.python_code,
         "python_code_bytes": len(art.python_code.encode("utf-8")),
