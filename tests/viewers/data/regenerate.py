@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
+import sys
 from typing import Any
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -54,16 +55,17 @@ def build_report(backend: str) -> dict[str, Any]:
     return json.loads(json.dumps(data))  # exactly what the file will hold (tuples -> lists)
 
 
-DRIVER_MARKER = "# ==== [precompile_nb:driver] ===="
 DRIVER_LEFT_OUT = ("# (left out of this fixture: the driver, copied verbatim into every artifact;"
                    " see tests/viewers/data/regenerate.py)\n")
 
 
 def without_driver(report: dict[str, Any]) -> dict[str, Any]:
     """The report with its python_code cut after the driver section's marker line."""
-    code = report.get("python_code")
-    if isinstance(code, str) and DRIVER_MARKER in code:
-        head = code[:code.index(DRIVER_MARKER) + len(DRIVER_MARKER)]
+    from precompile_nb.core.emit import marker
+
+    driver, code = marker("driver"), report.get("python_code")
+    if isinstance(code, str) and driver in code:
+        head = code[:code.index(driver) + len(driver)]
         report = dict(report, python_code=head + "\n" + DRIVER_LEFT_OUT)
     return report
 
@@ -79,7 +81,7 @@ def trim(path: pathlib.Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    argv = list(argv) if argv is not None else __import__("sys").argv[1:]
+    argv = list(argv) if argv is not None else sys.argv[1:]
     if argv[:1] == ["trim"]:
         for name in argv[1:]:
             trim(pathlib.Path(name))
