@@ -72,8 +72,9 @@ def test_a_changed_fn_builds_only_its_changed_kernels(compiler_runs):
 
 
 def test_reuse_is_off_where_the_environment_says_so(monkeypatch):
-    monkeypatch.setenv("PRECOMPILE_NB_KERNEL_REUSE", "0")
-    assert _compat.kernel_store_dir() is None
+    for off in ("0", "off", "False"):
+        monkeypatch.setenv("PRECOMPILE_NB_KERNEL_REUSE", off)
+        assert _compat.kernel_store_dir() is None
     monkeypatch.delenv("PRECOMPILE_NB_KERNEL_REUSE")
     store = _compat.kernel_store_dir()
     assert store is not None and "precompile_nb_kernels" in store

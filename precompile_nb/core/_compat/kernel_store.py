@@ -15,6 +15,8 @@ from typing import Any
 
 import torch
 
+from .inductor import inductor_cache_dir
+
 # Note [C++ kernels built once]
 #   precompile compiles in a fresh, private cache dir (private_compile_cache), so that exactly
 #   its own binaries land in the artifact. That also threw away every C++ kernel the machine
@@ -29,18 +31,20 @@ import torch
 #   name adds the torch build and the compiler's version. Only precompile keeps and reuses (a
 #   load builds what it built before), and only C++: Triton kernels are compiled each time.
 #   A store under a TORCHINDUCTOR_CACHE_DIR is emptied with it, so "empty compiler caches"
-#   still means cold. PRECOMPILE_NB_KERNEL_REUSE=0 turns it off.
+#   still means cold. PRECOMPILE_NB_KERNEL_REUSE=0 (or off, false, no) turns it off.
+
+
+_OFF = ("0", "false", "off", "no")  # PRECOMPILE_NB_KERNEL_REUSE values that turn reuse off
 
 
 def kernel_store_dir() -> str | None:
     """Where C++ build products are kept for this torch and compiler (Note [C++ kernels built
     once]), or None where reuse is off or the compiler's version cannot be read. Call it
     outside private_compile_cache (it names Inductor's own cache dir)."""
-    if os.environ.get("PRECOMPILE_NB_KERNEL_REUSE", "1") == "0":
+    if os.environ.get("PRECOMPILE_NB_KERNEL_REUSE", "1").strip().lower() in _OFF:
         return None
     try:
         from torch._inductor.cpp_builder import get_compiler_version_info, get_cpp_compiler
-        from torch._inductor.runtime.cache_dir_utils import cache_dir
 
         compiler = get_cpp_compiler()
         identity = "\n".join((torch.__version__, str(torch.version.git_version), compiler,
@@ -48,7 +52,7 @@ def kernel_store_dir() -> str | None:
     except Exception:  # noqa: BLE001 - no store: every kernel is built, as before
         return None
     tag = hashlib.sha256(identity.encode()).hexdigest()[:16]
-    return os.path.join(cache_dir(), "precompile_nb_kernels", tag)
+    return os.path.join(inductor_cache_dir(), "precompile_nb_kernels", tag)
 
 
 @contextlib.contextmanager
@@ -88,7 +92,7 @@ def reusing_built_kernels(store: str | None, cache_dir: str) -> Iterator[dict[st
 
 def _relative(path: str, root: str) -> str | None:
     rel = os.path.relpath(os.path.abspath(path), os.path.abspath(root))
-    return None if rel.startswith(os.pardir) or os.path.isabs(rel) else rel
+    return None if rel.startswith(os.pardir) else rel
 
 
 def _fetch(store: str, cache_dir: str, rel: str) -> bool:
