@@ -29,8 +29,9 @@ t2 = time.perf_counter()
 maybe_warm_pool(); t3 = time.perf_counter()
 AsyncCompile.use_process_pool()
 AsyncCompile._ready_future.result(timeout=120); t4 = time.perf_counter()
-print({"import_torch": t1 - t0, "import_async_compile": t2 - t1, "warm_pool_call": t3 - t2,
-       "ready_after_warm": t4 - t3})
+import json
+print(json.dumps({"import_torch": t1 - t0, "import_async_compile": t2 - t1,
+                  "warm_pool_call": t3 - t2, "ready_after_warm": t4 - t3}))
 """
 
 _SIDECAR_STEPS = """
@@ -48,8 +49,9 @@ def add(x, y, out, n, B: tl.constexpr):
 a = torch.ones(1000, device="cuda"); o = torch.empty_like(a)
 t5 = time.perf_counter(); add[(1,)](a, a, o, 1000, B=1024); torch.cuda.synchronize()
 t6 = time.perf_counter()
-print({"import_torch": t1 - t0, "import_async_compile": t2 - t1, "cuda_properties": t3 - t2,
-       "triton_key": t4 - t3, "triton_compile_s": t6 - t5})
+import json
+print(json.dumps({"import_torch": t1 - t0, "import_async_compile": t2 - t1,
+                  "cuda_properties": t3 - t2, "triton_key": t4 - t3, "triton_compile_s": t6 - t5}))
 """
 
 
@@ -64,7 +66,7 @@ def _fresh(src: str) -> dict:
                            text=True, timeout=300)
     if r.returncode != 0:
         return {"error": r.stderr[-1500:]}
-    return {k: round(v, 3) for k, v in eval(r.stdout.strip().splitlines()[-1]).items()}
+    return {k: round(v, 3) for k, v in json.loads(r.stdout.strip().splitlines()[-1]).items()}
 
 
 def main() -> None:
