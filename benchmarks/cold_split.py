@@ -35,8 +35,9 @@ and seconds, n.kernels_to_pool / n.kernels_in_process how many kernel compiles
 went to Inductor's compile workers or ran in this process while they were not ready), kernels
 (Triton / C++ kernels in the generated code). The json's `marks` say when (s from the start)
 the first Triton kernel reached async_compile and when the compile workers said they were
-ready; with `+poolqueue` every kernel goes to the workers once they were started, queued
-until they are up, instead of compiling in this process while they start. The json's `t` also
+ready; precompile_nb hands kernels to workers still starting (Note [kernels queue for
+starting workers]), `+noqueue` turns that off (PRECOMPILE_NB_POOL_QUEUE=0: they compile in
+this process until the workers are ready, as torch.compile's do). The json's `t` also
 has, where the torch has them (2.13-2.15), AOTAutograd's metadata trace (aot_metadata) and
 graph trace (aot_trace), and Inductor's pre-grad, joint-graph and post-grad passes.
 
@@ -102,23 +103,17 @@ for _owner, _name, _key in (  # AOTAutograd's two traces and Inductor's graph pa
     if hasattr(_owner, _name):
         timed(_owner, _name, _key)
 from torch._inductor.async_compile import AsyncCompile
-_use_pool = AsyncCompile.use_process_pool.__func__
 MARK = {{}}  # perf_counter of the first kernel handed to async_compile, of the pool's readiness
-def pool_or_here(cls):  # per kernel: sent to the compile workers, or compiled in this process
-    sent = _use_pool(cls)
-    if cls._ready_future is not None and "pool_watch" not in MARK:
+_triton = AsyncCompile.triton
+def _triton_marked(self, *a, **k):  # per kernel: sent to the compile workers, or compiled here
+    MARK.setdefault("first_kernel", time.perf_counter())
+    sent = type(self).use_process_pool()  # precompile's rule while it lowers, else Inductor's
+    ready = type(self)._ready_future
+    if ready is not None and "pool_watch" not in MARK:
         MARK["pool_watch"] = time.perf_counter()
-        cls._ready_future.add_done_callback(
-            lambda f: MARK.setdefault("pool_ready", time.perf_counter()))
-    if "+poolqueue" in {tool!r} and cls._ready_future is not None:
-        sent = True  # queued for workers still starting, not compiled here
+        ready.add_done_callback(lambda f: MARK.setdefault("pool_ready", time.perf_counter()))
     key = "kernels_to_pool" if sent else "kernels_in_process"
     N[key] = N.get(key, 0) + 1
-    return sent
-AsyncCompile.use_process_pool = classmethod(pool_or_here)
-_triton = AsyncCompile.triton
-def _triton_marked(self, *a, **k):
-    MARK.setdefault("first_kernel", time.perf_counter())
     return _triton(self, *a, **k)
 AsyncCompile.triton = _triton_marked
 if {tool!r}.startswith("nb"):
@@ -209,6 +204,8 @@ def run(case: str, tool: str, device: str, sources: str = "", steady: int = 0,
                    TRITON_CACHE_DIR=os.path.join(caches, "triton"), TMPDIR=tmp,
                    OMP_NUM_THREADS="1")
         env.pop("PYTHONPATH", None)
+        if "+noqueue" in tool:  # Inductor's rule: kernels compile here while workers start
+            env["PRECOMPILE_NB_POOL_QUEUE"] = "0"
         if "+noreuse" in tool:  # no C++ kernel kept from an earlier precompile
             env["PRECOMPILE_NB_KERNEL_REUSE"] = "0"
         if "+nopool" in tool:

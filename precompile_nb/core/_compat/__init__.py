@@ -54,11 +54,11 @@ from .inductor import (  # noqa: F401 - the door re-exports
     run_isa_probes_fresh,
     running_artifact,
     same_kernel_keys,
-    start_compile_workers,
     strip_inductor_main,
     triton_cache_dir,
     triton_launch_records,
 )
+from .compile_pool import kernels_queue_for_workers, start_compile_workers  # noqa: F401
 from .kernel_store import kernel_store_dir, reusing_built_kernels  # noqa: F401 - re-exports
 from .pieces import (  # noqa: F401 - the door re-exports
     compile_dirs,
