@@ -41,6 +41,11 @@ this process until the workers are ready, as torch.compile's do). The json's `t`
 has, where the torch has them (2.13-2.15), AOTAutograd's metadata trace (aot_metadata) and
 graph trace (aot_trace), and Inductor's pre-grad, joint-graph and post-grad passes.
 
+With --warmup the first case runs once at tiny size with each tool before any measured row
+(discarded), so that the first measured row does not pay for compiling Python's bytecode or
+reading cold files that later rows find ready: round 12 found that charge on the first row of
+each device call (PYTHONPYCACHEPREFIX points at an empty dir on a fresh machine).
+
 With --cache-dir DIR every run keeps its compiler caches in DIR instead of empty ones: run the
 same command twice to time a precompile (or torch.compile) that finds what an earlier process
 built, e.g. precompile_nb's kept C++ kernels (Note [C++ kernels built once]); `+noreuse` turns
@@ -239,6 +244,10 @@ def main() -> None:
     ap.add_argument("--cache-dir", default=None,
                     help="compiler caches in this dir, kept from run to run (default: empty "
                          "ones for each run): a second run finds what the first built")
+    ap.add_argument("--warmup", action="store_true",
+                    help="first run the first case at tiny size with each tool, unmeasured, so "
+                         "that no measured row compiles Python bytecode or reads cold files "
+                         "(a fresh machine, or PYTHONPYCACHEPREFIX, would charge the first row)")
     ap.add_argument("--sources", action="store_true",
                     help="keep each run's generated modules in OUT/sources_CASE_TOOL.py")
     args = ap.parse_args()
@@ -249,6 +258,12 @@ def main() -> None:
     rows: dict = {}
     tools = args.tools.split(",")
     cases = (args.workloads or args.zoo).split(",")
+    if args.warmup:  # unmeasured: Python's bytecode and the OS file cache of both tools' code
+        model = cases[0].split(":")
+        tiny = ":".join(model[:2] + ["tiny"]) if len(model) == 3 else cases[0]
+        for family in sorted({"nb" if t.startswith("nb") else "tc" for t in tools}):
+            r = run(tiny, family, args.device)
+            print(f"warm-up {tiny} {family}: {r.get('error', 'ok')[-300:]}", flush=True)
     for case in cases:
         for k in range(args.repeats):
             for tool in tools:
