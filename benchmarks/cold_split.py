@@ -35,9 +35,7 @@ and seconds, n.kernels_to_pool / n.kernels_in_process how many kernel compiles
 went to Inductor's compile workers or ran in this process while they were not ready), kernels
 (Triton / C++ kernels in the generated code). The json's `marks` say when (s from the start)
 the first Triton kernel reached async_compile and when the compile workers said they were
-ready; precompile_nb hands kernels to workers still starting (Note [kernels queue for
-starting workers]), `+noqueue` turns that off (PRECOMPILE_NB_POOL_QUEUE=0: they compile in
-this process until the workers are ready, as torch.compile's do). The json's `t` also
+ready. The json's `t` also
 has, where the torch has them (2.13-2.15), AOTAutograd's metadata trace (aot_metadata) and
 graph trace (aot_trace), and Inductor's pre-grad, joint-graph and post-grad passes.
 
@@ -112,7 +110,7 @@ MARK = {{}}  # perf_counter of the first kernel handed to async_compile, of the 
 _triton = AsyncCompile.triton
 def _triton_marked(self, *a, **k):  # per kernel: sent to the compile workers, or compiled here
     MARK.setdefault("first_kernel", time.perf_counter())
-    sent = type(self).use_process_pool()  # precompile's rule while it lowers, else Inductor's
+    sent = type(self).use_process_pool()
     ready = type(self)._ready_future
     if ready is not None and "pool_watch" not in MARK:
         MARK["pool_watch"] = time.perf_counter()
@@ -209,8 +207,6 @@ def run(case: str, tool: str, device: str, sources: str = "", steady: int = 0,
                    TRITON_CACHE_DIR=os.path.join(caches, "triton"), TMPDIR=tmp,
                    OMP_NUM_THREADS="1")
         env.pop("PYTHONPATH", None)
-        if "+noqueue" in tool:  # Inductor's rule: kernels compile here while workers start
-            env["PRECOMPILE_NB_POOL_QUEUE"] = "0"
         if "+noreuse" in tool:  # no C++ kernel kept from an earlier precompile
             env["PRECOMPILE_NB_KERNEL_REUSE"] = "0"
         if "+nopool" in tool:

@@ -224,8 +224,7 @@ def _lower_inductor_once(c: Captured, t0: float, may_assume: bool,
     store = _compat.kernel_store_dir()  # Note [C++ kernels built once]: outside the private dir
     with _compat.private_compile_cache() as cache_dir, _compat.reusing_built_kernels(
             store, cache_dir) as builds, (
-            _compat.recording_triton_launchers() if cuda else contextlib.nullcontext()), (
-            _compat.kernels_queue_for_workers(cuda)):
+            _compat.recording_triton_launchers() if cuda else contextlib.nullcontext()):
         source, kernels, compiled, split = _compile(c, fgm, fake_inputs, cuda, may_assume)
         kernel_vars = warm.triton_kernel_vars(source) if cuda else []
         tuning = None
