@@ -103,7 +103,7 @@ def gpu_rows() -> list[tuple[str, str, str]]:
          _s(med["nb_cold"]), src),
         ("GPT step, cold, in that run: torch.compile compile + first step", _s(med["tc_cold"]),
          src),
-    ] + cold_rows() + zoo_cold_rows()
+    ] + cold_rows() + zoo_cold_rows() + [zoo_cold_round12_row()]
 
 
 _COLD_NAMES = {"gpt_step": "GPT step", "transformer_train": "transformer training step",
@@ -163,6 +163,23 @@ def zoo_cold_rows() -> list[tuple[str, str, str]]:
         ("t5 / hf_swin training step, cold, compiled in pieces (`PRECOMPILE_NB_PIECES`) "
          "against one piece", "; ".join(split), src + "cold_t5_swin_pieces.json"),
     ]
+
+
+def zoo_cold_round12_row() -> tuple[str, str, str]:
+    """Cold precompile against torch.compile on zoo training steps in round 12's two device
+    calls: the lower total of each tool over the calls (`nb+noqueue` is the tree as it stands,
+    h200_round12/)."""
+    runs = [json.loads((RESULTS / "h200_round12" / run / "cold_split.json").read_text())
+            for run in ("cold_queue_run1", "cold_queue_run2")]
+    names, ratios = [], []
+    for case in ("gpt2", "llama", "bert"):
+        best = {tool: min(r[f"{case}:train:real:{tool}"][0]["total"] for r in runs
+                          if f"{case}:train:real:{tool}" in r) for tool in ("nb+noqueue", "tc")}
+        names.append(case)
+        ratios.append(f"{best['nb+noqueue'] / best['tc']:.2f}")
+    return (f"zoo training steps (real size), cold, round 12: precompile / torch.compile, the "
+            f"lower of up to two runs each: {', '.join(names)}", ", ".join(ratios),
+            "benchmarks/results/h200_round12/")
 
 
 def kernel_reuse_row() -> tuple[str, str, str]:
