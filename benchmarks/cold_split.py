@@ -35,9 +35,9 @@ and seconds, n.kernels_to_pool / n.kernels_in_process how many kernel compiles
 went to Inductor's compile workers or ran in this process while they were not ready), kernels
 (Triton / C++ kernels in the generated code). The json's `marks` say when (s from the start)
 the first Triton kernel reached async_compile and when the compile workers said they were
-ready. The json's `t` also
-has, where the torch has them (2.13-2.15), AOTAutograd's metadata trace (aot_metadata) and
-graph trace (aot_trace), and Inductor's pre-grad, joint-graph and post-grad passes.
+ready. The json's `t` also has, where the torch has them (2.13-2.15), AOTAutograd's metadata
+trace (aot_metadata) and graph trace (aot_trace), and Inductor's pre-grad, joint-graph and
+post-grad passes.
 
 With --warmup the first case runs once at tiny size with each tool before any measured row
 (discarded), so that the first measured row does not pay for compiling Python's bytecode or

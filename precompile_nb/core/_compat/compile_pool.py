@@ -1,15 +1,6 @@
 """torch internals of Inductor's pool of Triton compile workers, started with the capture (the
-checked versions are named beside each), and the switches of optional behaviours."""
+checked versions are named beside each)."""
 from __future__ import annotations
-
-import os
-
-_OFF = ("0", "false", "off", "no")
-
-
-def switched_off(variable: str) -> bool:
-    """Whether the environment turns an optional behaviour off (0, false, off or no)."""
-    return os.environ.get(variable, "1").strip().lower() in _OFF
 
 
 # Note [compile workers start with the capture]

@@ -15,7 +15,6 @@ from typing import Any
 
 import torch
 
-from .compile_pool import switched_off
 from .inductor import inductor_cache_dir
 
 # Note [C++ kernels built once]
@@ -35,13 +34,14 @@ from .inductor import inductor_cache_dir
 #   still means cold. PRECOMPILE_NB_KERNEL_REUSE=0 (or off, false, no) turns it off.
 
 
+_OFF = ("0", "false", "off", "no")  # PRECOMPILE_NB_KERNEL_REUSE values that turn reuse off
 
 
 def kernel_store_dir() -> str | None:
     """Where C++ build products are kept for this torch and compiler (Note [C++ kernels built
     once]), or None where reuse is off or the compiler's version cannot be read. Call it
     outside private_compile_cache (it names Inductor's own cache dir)."""
-    if switched_off("PRECOMPILE_NB_KERNEL_REUSE"):
+    if os.environ.get("PRECOMPILE_NB_KERNEL_REUSE", "1").strip().lower() in _OFF:
         return None
     try:
         from torch._inductor.cpp_builder import get_compiler_version_info, get_cpp_compiler
