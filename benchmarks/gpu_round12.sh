@@ -4,7 +4,9 @@
 #       training steps (CASES, TOOLS, BUDGET override), after an unmeasured warm-up
 #       (cold_split --warmup). Round 12 ran it with TOOLS=nb,tc,nb+noqueue, a flag of the
 #       kernel queue that was measured and taken back (Note [compile workers start with the
-#       capture])
+#       capture]); the next call to make is
+#       CASES=llama:train:real,bert:train:real TOOLS=nb,nb+warmworkers,tc (cold_split's
+#       experiment: the workers import Triton's compiler while the capture runs)
 #   bash benchmarks/gpu_round12.sh tests OUT   every CUDA-marked test of tests/core
 set -uo pipefail
 PART=$1; OUT=$2
