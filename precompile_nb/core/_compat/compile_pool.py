@@ -21,8 +21,8 @@ from __future__ import annotations
 #   later phase of this process ran slower, round 11); every kernel handed to the workers
 #   still starting, through a feeder thread so that the hand-over never blocks on the pipe to
 #   their sidecar (round 12, benchmarks/results/h200_round12): llama's wait for its kernels
-#   was 5.5 and 5.6 s with it, 3.4 and 5.3 s without; the workers' own first compiles, not
-#   the ones here, set when that wait ends.
+#   was 5.5 and 5.6 s with it, 3.4 and 5.3 s without. What else sets when that wait ends
+#   (the workers' own first imports and compiles, we think) is not yet measured.
 def start_compile_workers() -> None:
     """Start Inductor's Triton compile pool now (Note [compile workers start with the
     capture]); a no-op where torch.compile would not start it either."""
