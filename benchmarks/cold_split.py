@@ -113,7 +113,6 @@ for _owner, _name, _key in (  # AOTAutograd's two traces and Inductor's graph pa
     if hasattr(_owner, _name):
         timed(_owner, _name, _key)
 from torch._inductor.async_compile import AsyncCompile
-from torch._inductor import config as _ac_config
 WARM_MODULES = ["triton.language", "torch._inductor.runtime.triton_helpers",
                 "torch._inductor.runtime.triton_heuristics", "triton.compiler.compiler",
                 "triton.backends.nvidia.compiler", "triton.backends.nvidia.driver"]
@@ -134,14 +133,15 @@ if {tool!r}.startswith("nb"):
     from precompile_nb.core import _compat  # lower looks these up on _compat at each call
     timed(_compat, "functionalize", "functionalize")
     timed(_compat, "autotune_now", "autotune_now")
-if "+warmworkers" in {tool!r}:  # an experiment: workers import Triton's compiler early
+if {tool!r}.startswith("nb") and "+warmworkers" in {tool!r}:  # the workers' imports, early
     import pkgutil
+    from torch._inductor.async_compile import get_compile_threads
     _start = _compat.start_compile_workers
     def _start_and_warm():
         _start()
         if AsyncCompile._ready_future is None:  # no pool was started (CPU, TORCH_WARM_POOL=0)
             return
-        pool, n = AsyncCompile.process_pool(), _ac_config.compile_threads or 1
+        pool, n = AsyncCompile.process_pool(), get_compile_threads()
         for name in WARM_MODULES * n:  # ~n jobs of each: every worker likely takes one
             pool.submit(pkgutil.resolve_name, name + ":__name__")  # imports; returns a str
         N["warm_jobs"] = len(WARM_MODULES) * n
@@ -217,7 +217,8 @@ T["autotune"] = sum(a[2] for a in AUTOTUNED)
 N["autotune"], N["configs"] = len(AUTOTUNED), sum(a[1] for a in AUTOTUNED)
 MARKS = {{k: round(v - t0, 3) for k, v in MARK.items()}}
 print(json.dumps({{"total": total, "marks": MARKS, "stages": stages, "t": T, "n": N,
-                  "builds": BUILDS, "autotuned": AUTOTUNED, "top": top, "split": SPLIT, "gc": GC, "steady": STEADY,
+                  "builds": BUILDS, "autotuned": AUTOTUNED, "top": top, "split": SPLIT,
+                  "gc": GC, "steady": STEADY,
                   "kernels": code.count("async_compile.triton(") + code.count("cpp_pybinding(")}}))
 """
 

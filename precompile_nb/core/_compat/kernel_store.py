@@ -26,13 +26,13 @@ from .inductor import inductor_cache_dir
 #   and, torch >= 2.14, their loaded markers) is also kept in a store beside Inductor's own
 #   cache (<its cache dir>/precompile_nb_kernels/<torch and compiler version>) under its
 #   path relative to the private dir, and a later precompile that would build that target
-#   copies the kept one in place instead of running the compiler. The path holds the kernel's key, a hash of its source and of its compile
-#   command (flags, ISA), so a kept file is only found by the build it came from; the store's
-#   name adds the torch build and the compiler's version. Only precompile keeps and reuses (a
-#   load builds what it built before), and only C++: Triton kernels are compiled each time.
+#   copies the kept one in place instead of running the compiler. The path holds the
+#   kernel's key, a hash of its source and of its compile command (flags, ISA), so a kept
+#   file is only found by the build it came from; the store's name adds the torch build and
+#   the compiler's version. Only precompile keeps and reuses (a load builds what it built
+#   before), and only C++: Triton kernels are compiled each time.
 #   A store under a TORCHINDUCTOR_CACHE_DIR is emptied with it, so "empty compiler caches"
 #   still means cold. PRECOMPILE_NB_KERNEL_REUSE=0 (or off, false, no) turns it off.
-
 
 _OFF = ("0", "false", "off", "no")  # PRECOMPILE_NB_KERNEL_REUSE values that turn reuse off
 
