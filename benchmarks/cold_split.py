@@ -39,12 +39,10 @@ ready. The json's `t` also has, where the torch has them (2.13-2.15), AOTAutogra
 trace (aot_metadata) and graph trace (aot_trace), and Inductor's pre-grad, joint-graph and
 post-grad passes.
 
-`nb+warmworkers` is an experiment, not a behaviour of precompile_nb: right after precompile
-starts Inductor's compile workers (Note [compile workers start with the capture]), it hands
-them jobs that import the modules a worker's first Triton compile imports (WARM_MODULES),
-so that they do it while the capture runs. Round 12 measured that the wait for a llama
-step's kernels ends seconds after the workers said they were ready; this asks whether their
-first imports are that time (`n.warm_jobs` counts the jobs).
+Precompile hands its compile workers jobs that import what a worker's first Triton compile
+imports (Note [compile workers start with the capture]; `n.warm_jobs` counts them);
+`nb+coldworkers` hands none, as before round 13 (round 13 measured that as the experiment
+`nb+warmworkers`, since adopted).
 
 With --warmup the first case runs once at tiny size with each tool before any measured row
 (discarded), so that the first measured row does not pay for compiling Python's bytecode or
@@ -113,9 +111,6 @@ for _owner, _name, _key in (  # AOTAutograd's two traces and Inductor's graph pa
     if hasattr(_owner, _name):
         timed(_owner, _name, _key)
 from torch._inductor.async_compile import AsyncCompile
-WARM_MODULES = ["triton.language", "torch._inductor.runtime.triton_helpers",
-                "torch._inductor.runtime.triton_heuristics", "triton.compiler.compiler",
-                "triton.backends.nvidia.compiler", "triton.backends.nvidia.driver"]
 MARK = {{}}  # perf_counter of the first kernel handed to async_compile, of the pool's readiness
 _triton = AsyncCompile.triton
 def _triton_marked(self, *a, **k):  # per kernel: sent to the compile workers, or compiled here
@@ -133,19 +128,14 @@ if {tool!r}.startswith("nb"):
     from precompile_nb.core import _compat  # lower looks these up on _compat at each call
     timed(_compat, "functionalize", "functionalize")
     timed(_compat, "autotune_now", "autotune_now")
-if {tool!r}.startswith("nb") and "+warmworkers" in {tool!r}:  # the workers' imports, early
-    import pkgutil
-    from torch._inductor.async_compile import get_compile_threads
+if {tool!r}.startswith("nb"):  # the import jobs handed to the workers, or none (+coldworkers)
+    from precompile_nb.core._compat import compile_pool as _pool
+    if "+coldworkers" in {tool!r}:
+        _pool._warmed.append(True)
     _start = _compat.start_compile_workers
-    def _start_and_warm():
-        _start()
-        if AsyncCompile._ready_future is None:  # no pool was started (CPU, TORCH_WARM_POOL=0)
-            return
-        pool, n = AsyncCompile.process_pool(), get_compile_threads()
-        for name in WARM_MODULES * n:  # ~n jobs of each: every worker likely takes one
-            pool.submit(pkgutil.resolve_name, name + ":__name__")  # imports; returns a str
-        N["warm_jobs"] = len(WARM_MODULES) * n
-    _compat.start_compile_workers = _start_and_warm
+    def _start_counted():
+        N["warm_jobs"] = N.get("warm_jobs", 0) + _start()
+    _compat.start_compile_workers = _start_counted
 _to_host = getattr(_th.CachingAutotuner, "copy_args_to_cpu_if_needed", None)
 if _to_host is not None:  # benchmarks whose written arguments went to host memory
     def _counted_to_host(self, *a, **k):

@@ -4,9 +4,8 @@
 #       training steps (CASES, TOOLS, BUDGET override), after an unmeasured warm-up
 #       (cold_split --warmup). Round 12 ran it with TOOLS=nb,tc,nb+noqueue, a flag of the
 #       kernel queue that was measured and taken back (Note [compile workers start with the
-#       capture]); the next call to make is
-#       CASES=llama:train:real,bert:train:real TOOLS=nb,nb+warmworkers,tc (cold_split's
-#       experiment: the workers import Triton's compiler while the capture runs)
+#       capture]); round 13 ran TOOLS=nb,nb+warmworkers,tc, then adopted warmworkers (now
+#       what nb does; nb+coldworkers is the tree without it)
 #   bash benchmarks/gpu_round12.sh tests OUT   every CUDA-marked test of tests/core
 set -uo pipefail
 PART=$1; OUT=$2

@@ -217,3 +217,79 @@ def test_a_users_own_post_grad_pass_is_left_in_place_and_ours_added_otherwise():
         ours = config.post_grad_custom_post_pass
         assert ours is not None and ours.uuid() is not None
     assert config.post_grad_custom_post_pass is None
+
+
+# ---- Note [depthwise convolutions of a CUDA training step run in NCHW] ------------------------
+
+def _depthwise_block() -> nn.Module:
+    """An inverted-residual block as in efficientnet / mobilenet: 1x1, BN, SiLU, depthwise
+    3x3, BN, SiLU, 1x1, then a linear head."""
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(8, 16, 1), nn.BatchNorm2d(16), nn.SiLU(),
+                         nn.Conv2d(16, 16, 3, padding=1, groups=16), nn.BatchNorm2d(16),
+                         nn.SiLU(), nn.Conv2d(16, 8, 1), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                         nn.Linear(8, 4))
+
+
+class _ConvLayouts(torch.utils._python_dispatch.TorchDispatchMode):
+    """Each convolution a call runs: (backward?, depthwise?, its input in NCHW?)."""
+
+    def __init__(self):
+        super().__init__()
+        self.rows: list[tuple[bool, bool, bool]] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        aten = torch.ops.aten
+        if func in (aten.convolution.default, aten.convolution_backward.default):
+            backward = func is aten.convolution_backward.default
+            groups = args[9] if backward else args[8]
+            x = args[1] if backward else args[0]
+            self.rows.append((backward, groups > 1, x.is_contiguous()))
+        return func(*args, **(kwargs or {}))
+
+
+def assert_depthwise_nchw_and_the_rest_channels_last(rows: list[tuple[bool, bool, bool]]):
+    """Every depthwise convolution, forward and backward, read NCHW; every other forward one
+    read channels_last, and so did the backward of the one inside the graph (the first
+    convolution's backward reads the caller's NCHW input where Inductor keeps a graph input's
+    strides, 2.11)."""
+    assert {nchw for _, depthwise, nchw in rows if depthwise} == {True}, rows
+    assert {nchw for backward, depthwise, nchw in rows if not depthwise and not backward} == \
+        {False}, rows
+    assert False in {nchw for backward, depthwise, nchw in rows if not depthwise and backward}
+
+
+def depthwise_layouts_and_eagers_grads(device: str) -> list[tuple[bool, bool, bool]]:
+    """Precompile the block's training step with Inductor's channels_last layout on, load it,
+    and run it once under _ConvLayouts; its gradients must be eager's."""
+    from torch._inductor import config
+
+    from precompile_nb import precompile
+    m, x = _depthwise_block().to(device), torch.randn(4, 8, 10, 10, device=device)
+
+    def step(m, x):
+        m(x).square().mean().backward()
+        return [p.grad for p in m.parameters()]
+
+    with config.patch(force_layout_optimization=True):
+        f = precompile.load(*precompile(step, copy.deepcopy(m), x))
+    with _ConvLayouts() as seen:
+        got = f(copy.deepcopy(m), x)
+    for g, ref in zip(got, step(m, x)):
+        torch.testing.assert_close(g, ref, rtol=1e-4, atol=1e-4)
+    return seen.rows
+
+
+def test_depthwise_convolutions_run_in_nchw_where_the_rule_acts_and_the_step_is_eagers(
+        monkeypatch):
+    """On the GPU the rule acts for CUDA depthwise convolutions only; here it is let act on
+    the CPU (the one name it reads) to see its effect: the depthwise convolution, forward and
+    backward, reads NCHW while the 1x1 ones keep channels_last, and the gradients are eager's.
+    PRECOMPILE_NB_DEPTHWISE_NCHW=0 gives every convolution channels_last again."""
+    from precompile_nb.core._compat import conv_layout
+
+    monkeypatch.setattr(conv_layout, "_NCHW_DEVICES", ("cpu", "cuda"))
+    assert_depthwise_nchw_and_the_rest_channels_last(depthwise_layouts_and_eagers_grads("cpu"))
+    monkeypatch.setenv("PRECOMPILE_NB_DEPTHWISE_NCHW", "0")
+    rows = depthwise_layouts_and_eagers_grads("cpu")
+    assert {nchw for _, _, nchw in rows} == {False}, rows

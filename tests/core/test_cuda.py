@@ -59,9 +59,10 @@ def test_cuda_fresh_process_warm_load_compiles_nothing(cuda_art, tmp_path):
 def test_cuda_precompile_starts_the_compile_workers_before_the_capture(tmp_path):
     """Note [compile workers start with the capture]: the Triton compile pool is starting
     while fn is traced, so kernels do not compile one by one in this process while it
-    starts (what torch.compile does too; the cold time is in benchmarks/cold_split.py)."""
+    starts (what torch.compile does too; the cold time is in benchmarks/cold_split.py), and
+    its workers are handed jobs that import Triton's compiler (two workers here: 12 jobs)."""
     seen = compile_pool_at_capture("cuda", tmp_path)
-    assert seen == {"pool": True, "match": True}, seen
+    assert seen == {"pool": True, "jobs": 12, "match": True}, seen
 
 
 def test_cuda_layout_mismatch_is_a_precompile_error(cuda_art):
@@ -166,3 +167,16 @@ def test_cuda_cnn_training_step_keeps_one_channels_last_copy_of_each_tensor():
         torch.nn.Flatten(), torch.nn.Linear(c, 10)).cuda()
     assert_one_layout_and_eagers_steps(m_ref, torch.randn(16, 3, 32, 32, device="cuda"),
                                        sgd_step(0.01, autocast="cuda"), 2e-2)
+
+
+def test_cuda_depthwise_convolutions_of_a_training_step_run_in_nchw_and_match_eager():
+    """Note [depthwise convolutions of a CUDA training step run in NCHW]: in a training step
+    Inductor lays out channels_last, the depthwise convolution (forward and backward) reads
+    NCHW, so ATen runs its own kernels rather than cuDNN's, whose first call in a process is
+    slow; the 1x1 convolutions keep channels_last; the gradients are eager's."""
+    from tests.core.test_conv_layout import (
+        assert_depthwise_nchw_and_the_rest_channels_last,
+        depthwise_layouts_and_eagers_grads,
+    )
+
+    assert_depthwise_nchw_and_the_rest_channels_last(depthwise_layouts_and_eagers_grads("cuda"))

@@ -276,18 +276,24 @@ def test_a_load_beside_another_threads_precompile_stays_on_the_warm_path(monkeyp
 
 def compile_pool_at_capture(device: str, tmp: Path) -> dict:
     """In a fresh process: precompile a small function on `device` and report whether
-    Inductor's Triton compile pool existed when the capture began, and the result's match."""
+    Inductor's Triton compile pool existed when the capture began, how many import jobs its
+    workers were handed, and the result's match."""
     code = f"""
         import json, torch
         import precompile_nb.core.capture as cap
         from torch._inductor.async_compile import AsyncCompile
         from precompile_nb import precompile
-        seen = {{}}
-        real = cap.capture
+        from precompile_nb.core import _compat
+        seen = {{"jobs": 0}}
+        real, start = cap.capture, _compat.start_compile_workers
         def spy(*a, **k):
             seen["pool"] = AsyncCompile.process_pool.cache_info().currsize > 0
             return real(*a, **k)
-        cap.capture = spy
+        def counted():
+            jobs = start()
+            seen["jobs"] += jobs
+            return jobs
+        cap.capture, _compat.start_compile_workers = spy, counted
         x = torch.randn(64, 32, device={device!r})
         code, cache = precompile(lambda x: (x.sin() * 2).softmax(-1), x)
         f = precompile.load(code, cache)
@@ -306,4 +312,4 @@ def test_a_cpu_precompile_starts_no_triton_compile_workers(tmp_path):
     precompile must not spawn idle worker processes."""
     pytest.importorskip("triton")
     seen = compile_pool_at_capture("cpu", tmp_path)
-    assert seen == {"pool": False, "match": True}, seen
+    assert seen == {"pool": False, "jobs": 0, "match": True}, seen

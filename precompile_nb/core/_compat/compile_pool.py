@@ -21,16 +21,43 @@ from __future__ import annotations
 #   later phase of this process ran slower, round 11); every kernel handed to the workers
 #   still starting, through a feeder thread so that the hand-over never blocks on the pipe to
 #   their sidecar (round 12, benchmarks/results/h200_round12): llama's wait for its kernels
-#   was 5.5 and 5.6 s with it, 3.4 and 5.3 s without. What else sets when that wait ends
-#   (the workers' own first imports and compiles, we think) is not yet measured.
-def start_compile_workers() -> None:
-    """Start Inductor's Triton compile pool now (Note [compile workers start with the
-    capture]); a no-op where torch.compile would not start it either."""
+#   was 5.5 and 5.6 s with it, 3.4 and 5.3 s without. What set that wait is the workers' own
+#   first imports: each worker is a fresh process that imports Triton's compiler and
+#   Inductor's Triton runtime at its first kernel. So, once the pool is started, each worker
+#   is handed jobs that only import those modules (WARM_MODULES), which they run while the
+#   capture and lowering go on (round 13, benchmarks/results/h200_round13): llama's training
+#   step 15.8 -> 13.1 s and 13.9 -> 12.2 s in two pairs, its wait for the kernels after code
+#   generation (autotune_now) 2.8 -> 1.4 s; bert's 18.1 -> 18.3 s, its wait 3.0 -> 1.4 s.
+WARM_MODULES = ("triton.language", "triton.compiler.compiler",
+                "triton.backends.nvidia.compiler", "triton.backends.nvidia.driver",
+                "torch._inductor.runtime.triton_helpers",
+                "torch._inductor.runtime.triton_heuristics")
+_warmed: list[bool] = []  # one entry once this process handed its workers the import jobs
+
+
+def start_compile_workers() -> int:
+    """Start Inductor's Triton compile pool now and have its workers import what their first
+    compile imports (Note [compile workers start with the capture]); a no-op where
+    torch.compile would not start the pool either. Returns how many import jobs it handed
+    the workers (0 where none: no pool, or handed before in this process)."""
     try:
-        from torch._inductor.async_compile import maybe_warm_pool
+        from torch._inductor.async_compile import AsyncCompile, maybe_warm_pool
     except ImportError:  # a torch without it: the pool starts at the first kernel, as before
-        return
+        return 0
     try:
         maybe_warm_pool()
+        # 2.11-2.15: set once maybe_warm_pool started the pool (not on CPU, TORCH_WARM_POOL=0)
+        if _warmed or getattr(AsyncCompile, "_ready_future", None) is None:
+            return 0
+        _warmed.append(True)
+        import pkgutil
+
+        from torch._inductor.async_compile import get_compile_threads
+
+        pool = AsyncCompile.process_pool()
+        jobs = list(WARM_MODULES) * get_compile_threads()  # each worker likely takes some
+        for name in jobs:  # a module absent there only fails its own job, which nothing reads
+            pool.submit(pkgutil.resolve_name, name + ":__name__")
+        return len(jobs)
     except Exception:  # noqa: BLE001 - only a head start: the lower stage starts the pool
-        pass  # itself at its first kernel, and reports a failure there as a PrecompileError
+        return 0  # itself at its first kernel, and reports a failure there as a PrecompileError

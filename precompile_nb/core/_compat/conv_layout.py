@@ -6,6 +6,8 @@ channels_last]); checked on 2.11 (GPU), 2.13 and 2.15.
 from __future__ import annotations
 
 import contextlib
+import os
+import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -89,10 +91,22 @@ def has_depthwise_conv_and_no_backward(gm: torch.fx.GraphModule) -> bool:
         if n.target is aten.convolution_backward.default:
             return False
         if n.target is aten.convolution.default and len(n.args) > 8:
-            w = n.args[1].meta.get("val") if isinstance(n.args[1], torch.fx.Node) else None
-            depthwise |= (isinstance(w, torch.Tensor) and w.dim() >= 3 and w.size(1) == 1
-                          and isinstance(n.args[8], int) and n.args[8] > 1)
+            depthwise |= _depthwise(n.args[1], n.args[8])
     return depthwise
+
+
+def _depthwise(weight: Any, groups: Any) -> bool:
+    """A 2-D depthwise convolution's weight ([C_out, 1, kh, kw], groups > 1): an FX node (its
+    meta value) or an Inductor IR node (its size)."""
+    if isinstance(weight, torch.fx.Node):
+        weight = weight.meta.get("val")
+    if isinstance(weight, torch.Tensor):
+        size = tuple(weight.shape)
+    elif hasattr(weight, "get_size"):
+        size = tuple(weight.get_size())
+    else:
+        return False
+    return len(size) == 4 and size[1] == 1 and isinstance(groups, int) and groups > 1
 
 
 # Note [backward convolutions see channels_last]
@@ -133,30 +147,36 @@ def backward_convolutions_in_channels_last(*, is_inference: bool,
     if config.post_grad_custom_post_pass is not None:
         yield
         return
-    with config.patch(post_grad_custom_post_pass=_channels_last_pass(is_inference, layout_opt)):
+    nchw = depthwise_nchw_wanted()
+    with config.patch(post_grad_custom_post_pass=_channels_last_pass(
+            is_inference, layout_opt, nchw)), depthwise_convolutions_in_nchw(nchw):
         yield
 
 
-def _channels_last_pass(is_inference: bool, layout_opt: bool | None) -> Any:
+def _channels_last_pass(is_inference: bool, layout_opt: bool | None, nchw: bool) -> Any:
     from torch._inductor.custom_graph_pass import CustomGraphPass
 
     class BackwardConvolutionsSeeChannelsLast(CustomGraphPass):
         def __call__(self, graph: torch.fx.Graph) -> None:
             backward_convolutions_see_channels_last(
-                graph.owning_module, is_inference=is_inference, layout_opt=layout_opt)
+                graph.owning_module, is_inference=is_inference, layout_opt=layout_opt,
+                depthwise_nchw=nchw)
 
-        def uuid(self) -> Any:
-            return ("precompile_nb: backward convolutions see channels_last, 1",
-                    is_inference, layout_opt)
+        def uuid(self) -> Any:  # keys Inductor's graph cache: the depthwise rule is in it
+            return ("precompile_nb: backward convolutions see channels_last, 2",
+                    is_inference, layout_opt, nchw)
 
     return BackwardConvolutionsSeeChannelsLast()
 
 
 def backward_convolutions_see_channels_last(gm: torch.fx.GraphModule, *, is_inference: bool,
-                                            layout_opt: bool | None = None) -> int:
+                                            layout_opt: bool | None = None,
+                                            depthwise_nchw: bool = False) -> int:
     """Note [backward convolutions see channels_last]: in place, on the graph Inductor is about
     to compile (2.11-2.15: GraphLowering.decide_layout_opt, as Inductor decides it, unless
-    `layout_opt` says); returns how many nodes' strides it changed."""
+    `layout_opt` says); returns how many nodes' strides it changed. With `depthwise_nchw`,
+    what a depthwise convolution_backward reads keeps NCHW (Note [depthwise convolutions of a
+    CUDA training step run in NCHW])."""
     from torch._inductor.graph import GraphLowering
     from torch._prims_common import make_channels_last_strides_for
 
@@ -173,6 +193,8 @@ def backward_convolutions_see_channels_last(gm: torch.fx.GraphModule, *, is_infe
     returned = set(out.all_input_nodes)
     changed = 0
     for conv in backward:
+        if depthwise_nchw and _depthwise(conv.args[2], conv.args[9]):
+            continue
         for arg in conv.args[:3]:  # grad_output, input, weight
             if not isinstance(arg, torch.fx.Node) or arg.op == "placeholder" or arg in returned:
                 continue
@@ -189,3 +211,93 @@ def backward_convolutions_see_channels_last(gm: torch.fx.GraphModule, *, is_infe
                     device=val.device, requires_grad=val.requires_grad)
             changed += 1
     return changed
+
+
+# Note [depthwise convolutions of a CUDA training step run in NCHW]
+#   With layout optimization on (Inductor's choice for a CNN's training step), Inductor runs
+#   every 2-D convolution in channels_last, and ATen sends a channels_last depthwise convolution
+#   to cuDNN, whose first call of each configuration in a process costs a fraction of a second
+#   to seconds (cuDNN 9 on the H200). In NCHW, ATen runs depthwise convolutions with its own
+#   CUDA kernels (fp32 and bf16; eager does the same), which cost nothing to start. So a warm
+#   load of efficientnet_b0's training step took 18.2 s to its first result, eager's first call
+#   0.92 s (benchmarks/warm_first_call.py, h200_round13/). Here, while Inductor lowers a CUDA
+#   training graph, each depthwise convolution and convolution_backward is lowered as if
+#   layout optimization were off, with its inputs required in NCHW (2.11-2.15: the lowerings of
+#   aten.convolution and aten.convolution_backward read V.graph.layout_opt), and Note
+#   [backward convolutions see channels_last] leaves what a depthwise backward reads in NCHW.
+#   Every other convolution keeps channels_last; Inductor's kernels around them convert between
+#   the layouts. Values are the same; only layouts change. Inference graphs already keep NCHW
+#   throughout (Note [depthwise convolutions keep NCHW]). PRECOMPILE_NB_DEPTHWISE_NCHW=0 turns
+#   the rule off (benchmarks compare the two).
+
+_NCHW = threading.local()  # .on: this thread is lowering a graph under the rule
+_WRAP_LOCK = threading.Lock()
+_wrapped: dict[Any, Any] = {}  # op -> Inductor's own lowering, while any thread needs the rule
+_users = 0
+_NCHW_DEVICES = ("cuda",)  # where ATen runs an NCHW depthwise convolution without cuDNN
+
+
+def depthwise_nchw_wanted() -> bool:
+    """Whether the rule of Note [depthwise convolutions of a CUDA training step run in NCHW] is
+    on (PRECOMPILE_NB_DEPTHWISE_NCHW=0, off, false or no turns it off)."""
+    flag = os.environ.get("PRECOMPILE_NB_DEPTHWISE_NCHW", "1").strip().lower()
+    return flag not in ("0", "off", "false", "no")
+
+
+@contextlib.contextmanager
+def depthwise_convolutions_in_nchw(on: bool) -> Iterator[None]:
+    """While this thread lowers a graph: the rule of Note [depthwise convolutions of a CUDA
+    training step run in NCHW], if `on`. Inductor's lowerings are wrapped while any thread is
+    inside (2.11-2.15: torch._inductor.lowering.lowerings), and restored after the last; the
+    wrappers act for the threads inside only."""
+    global _users
+    if not on:
+        yield
+        return
+    from torch._inductor.lowering import lowerings
+
+    aten = torch.ops.aten
+    with _WRAP_LOCK:
+        if _users == 0:
+            for op, backward in ((aten.convolution.default, False),
+                                 (aten.convolution_backward.default, True)):
+                if op in lowerings:
+                    _wrapped[op] = lowerings[op]
+                    lowerings[op] = _nchw_lowering(lowerings[op], backward)
+        _users += 1
+    before = getattr(_NCHW, "on", False)
+    _NCHW.on = True
+    try:
+        yield
+    finally:
+        _NCHW.on = before
+        with _WRAP_LOCK:
+            _users -= 1
+            if _users == 0:
+                lowerings.update(_wrapped)
+                _wrapped.clear()
+
+
+def _nchw_lowering(lowering: Any, backward: bool) -> Any:
+    """Inductor's lowering of aten.convolution (backward: aten.convolution_backward), which
+    lowers a CUDA depthwise convolution in NCHW on a thread under the rule."""
+    from torch._inductor import ir
+    from torch._inductor.virtualized import V
+
+    def lower(*args: Any, **kwargs: Any) -> Any:
+        graph = V.graph
+        # (x, weight, ..., groups) / (grad_out, input, weight, ..., groups, output_mask)
+        weight, groups = (args[2], args[9]) if backward else (args[1], args[8])
+        if not (getattr(_NCHW, "on", False) and graph.layout_opt and _depthwise(weight, groups)
+                and ir.get_device_type(args[0]) in _NCHW_DEVICES):
+            return lowering(*args, **kwargs)
+        tensors = 3 if backward else 2
+        args = (*(ir.ExternKernel.require_contiguous(a) for a in args[:tensors]),
+                *args[tensors:])
+        graph.layout_opt = False
+        try:
+            return lowering(*args, **kwargs)
+        finally:
+            graph.layout_opt = True
+
+    return lower
