@@ -259,9 +259,11 @@ def assert_depthwise_nchw_and_the_rest_channels_last(rows: list[tuple[bool, bool
     assert False in {nchw for backward, depthwise, nchw in rows if not depthwise and backward}
 
 
-def depthwise_layouts_and_eagers_grads(device: str) -> list[tuple[bool, bool, bool]]:
-    """Precompile the block's training step with Inductor's channels_last layout on, load it,
-    and run it once under _ConvLayouts; its gradients must be eager's."""
+def depthwise_layouts_and_eagers_grads(device: str, force: bool = False
+                                       ) -> list[tuple[bool, bool, bool]]:
+    """Precompile the block's training step as Inductor lays it out (channels_last), or with
+    channels_last forced by the user, load it, and run it once under _ConvLayouts; its
+    gradients must be eager's."""
     from torch._inductor import config
 
     from precompile_nb import precompile
@@ -271,7 +273,7 @@ def depthwise_layouts_and_eagers_grads(device: str) -> list[tuple[bool, bool, bo
         m(x).square().mean().backward()
         return [p.grad for p in m.parameters()]
 
-    with config.patch(force_layout_optimization=True):
+    with config.patch(force_layout_optimization=force):
         f = precompile.load(*precompile(step, copy.deepcopy(m), x))
     with _ConvLayouts() as seen:
         got = f(copy.deepcopy(m), x)
@@ -283,13 +285,18 @@ def depthwise_layouts_and_eagers_grads(device: str) -> list[tuple[bool, bool, bo
 def test_depthwise_convolutions_run_in_nchw_where_the_rule_acts_and_the_step_is_eagers(
         monkeypatch):
     """On the GPU the rule acts for CUDA depthwise convolutions only; here it is let act on
-    the CPU (the one name it reads) to see its effect: the depthwise convolution, forward and
-    backward, reads NCHW while the 1x1 ones keep channels_last, and the gradients are eager's.
-    PRECOMPILE_NB_DEPTHWISE_NCHW=0 gives every convolution channels_last again."""
-    from precompile_nb.core._compat import conv_layout
+    the CPU to see its effect (the device list it reads, and Inductor's own channels_last for
+    a CPU training graph, Note [CPU training keeps NCHW] set aside): the depthwise
+    convolution, forward and backward, reads NCHW while the 1x1 ones keep channels_last, and
+    the gradients are eager's. PRECOMPILE_NB_DEPTHWISE_NCHW=0, or channels_last forced by
+    the user, gives every convolution channels_last."""
+    from precompile_nb.core._compat import conv_layout, inductor
 
     monkeypatch.setattr(conv_layout, "_NCHW_DEVICES", ("cpu", "cuda"))
+    monkeypatch.setattr(inductor, "keeps_eager_layout", lambda gm, inputs: False)
     assert_depthwise_nchw_and_the_rest_channels_last(depthwise_layouts_and_eagers_grads("cpu"))
+    rows = depthwise_layouts_and_eagers_grads("cpu", force=True)
+    assert {nchw for _, _, nchw in rows} == {False}, rows
     monkeypatch.setenv("PRECOMPILE_NB_DEPTHWISE_NCHW", "0")
     rows = depthwise_layouts_and_eagers_grads("cpu")
     assert {nchw for _, _, nchw in rows} == {False}, rows

@@ -147,7 +147,7 @@ def backward_convolutions_in_channels_last(*, is_inference: bool,
     if config.post_grad_custom_post_pass is not None:
         yield
         return
-    nchw = depthwise_nchw_wanted()
+    nchw = depthwise_nchw_wanted() and not config.force_layout_optimization
     with config.patch(post_grad_custom_post_pass=_channels_last_pass(
             is_inference, layout_opt, nchw)), depthwise_convolutions_in_nchw(nchw):
         yield
@@ -228,7 +228,8 @@ def backward_convolutions_see_channels_last(gm: torch.fx.GraphModule, *, is_infe
 #   Every other convolution keeps channels_last; Inductor's kernels around them convert between
 #   the layouts. Values are the same; only layouts change. Inference graphs already keep NCHW
 #   throughout (Note [depthwise convolutions keep NCHW]). PRECOMPILE_NB_DEPTHWISE_NCHW=0 turns
-#   the rule off (benchmarks compare the two).
+#   the rule off (benchmarks compare the two), and so does the user's
+#   config.force_layout_optimization (channels_last for every convolution, as asked).
 
 _NCHW = threading.local()  # .on: this thread is lowering a graph under the rule
 _WRAP_LOCK = threading.Lock()
