@@ -300,3 +300,28 @@ def test_depthwise_convolutions_run_in_nchw_where_the_rule_acts_and_the_step_is_
     monkeypatch.setenv("PRECOMPILE_NB_DEPTHWISE_NCHW", "0")
     rows = depthwise_layouts_and_eagers_grads("cpu")
     assert {nchw for _, _, nchw in rows} == {False}, rows
+
+
+def test_the_nchw_rule_takes_depthwise_kernels_up_to_5x5_and_leaves_7x7_to_channels_last(
+        monkeypatch):
+    """ConvNeXt's 7x7 depthwise convolutions start as slowly in NCHW as in channels_last, so
+    the rule leaves them in Inductor's channels_last; a 5x5 one runs in NCHW."""
+    from precompile_nb import precompile
+    from precompile_nb.core._compat import conv_layout, inductor
+
+    monkeypatch.setattr(conv_layout, "_NCHW_DEVICES", ("cpu", "cuda"))
+    monkeypatch.setattr(inductor, "keeps_eager_layout", lambda gm, inputs: False)
+    for k, nchw in ((5, True), (7, False)):
+        torch.manual_seed(0)
+        m = nn.Sequential(nn.Conv2d(8, 8, 1), nn.Conv2d(8, 8, k, padding=k // 2, groups=8))
+        x = torch.randn(2, 8, 9, 9)
+
+        def step(m, x):
+            m(x).square().mean().backward()
+            return m[1].weight.grad
+
+        f = precompile.load(*precompile(step, copy.deepcopy(m), x))
+        with _ConvLayouts() as seen:
+            got = f(copy.deepcopy(m), x)
+        torch.testing.assert_close(got, step(m, x), rtol=1e-4, atol=1e-4)
+        assert {n for _, depthwise, n in seen.rows if depthwise} == {nchw}, (k, seen.rows)

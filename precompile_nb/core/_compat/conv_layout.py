@@ -95,9 +95,10 @@ def has_depthwise_conv_and_no_backward(gm: torch.fx.GraphModule) -> bool:
     return depthwise
 
 
-def _depthwise(weight: Any, groups: Any) -> bool:
-    """A 2-D depthwise convolution's weight ([C_out, 1, kh, kw], groups > 1): an FX node (its
-    meta value) or an Inductor IR node (its size)."""
+def _depthwise(weight: Any, groups: Any, max_kernel: int | None = None) -> bool:
+    """A 2-D depthwise convolution's weight ([C_out, 1, kh, kw], groups > 1; with
+    `max_kernel`, kh and kw at most that): an FX node (its meta value) or an Inductor IR node
+    (its size)."""
     if isinstance(weight, torch.fx.Node):
         weight = weight.meta.get("val")
     if isinstance(weight, torch.Tensor):
@@ -106,7 +107,8 @@ def _depthwise(weight: Any, groups: Any) -> bool:
         size = tuple(weight.get_size())
     else:
         return False
-    return len(size) == 4 and size[1] == 1 and isinstance(groups, int) and groups > 1
+    return (len(size) == 4 and size[1] == 1 and isinstance(groups, int) and groups > 1
+            and (max_kernel is None or (size[2] <= max_kernel and size[3] <= max_kernel)))
 
 
 # Note [backward convolutions see channels_last]
@@ -193,7 +195,7 @@ def backward_convolutions_see_channels_last(gm: torch.fx.GraphModule, *, is_infe
     returned = set(out.all_input_nodes)
     changed = 0
     for conv in backward:
-        if depthwise_nchw and _depthwise(conv.args[2], conv.args[9]):
+        if depthwise_nchw and _depthwise(conv.args[2], conv.args[9], _NCHW_MAX_KERNEL):
             continue
         for arg in conv.args[:3]:  # grad_output, input, weight
             if not isinstance(arg, torch.fx.Node) or arg.op == "placeholder" or arg in returned:
@@ -226,7 +228,10 @@ def backward_convolutions_see_channels_last(gm: torch.fx.GraphModule, *, is_infe
 #   aten.convolution and aten.convolution_backward read V.graph.layout_opt), and Note
 #   [backward convolutions see channels_last] leaves what a depthwise backward reads in NCHW.
 #   Every other convolution keeps channels_last; Inductor's kernels around them convert between
-#   the layouts. Values are the same; only layouts change. Inference graphs already keep NCHW
+#   the layouts. Values are the same; only layouts change. Only kernels up to 5x5 (efficientnet's
+#   and mobilenet's 3x3 and 5x5): ConvNeXt's 7x7 depthwise convolutions start as slowly in NCHW
+#   as in channels_last (round 7, conv_first_call.md: 2.6 s of eager's first call either way),
+#   so NCHW would gain nothing there, and what it does to their steady step is not measured. Inference graphs already keep NCHW
 #   throughout (Note [depthwise convolutions keep NCHW]). PRECOMPILE_NB_DEPTHWISE_NCHW=0 turns
 #   the rule off (benchmarks compare the two), and so does the user's
 #   config.force_layout_optimization (channels_last for every convolution, as asked).
@@ -236,6 +241,7 @@ _WRAP_LOCK = threading.Lock()
 _wrapped: dict[Any, Any] = {}  # op -> Inductor's own lowering, while any thread needs the rule
 _users = 0
 _NCHW_DEVICES = ("cuda",)  # where ATen runs an NCHW depthwise convolution without cuDNN
+_NCHW_MAX_KERNEL = 5  # the largest depthwise kernel (kh, kw) the rule acts on
 
 
 def depthwise_nchw_wanted() -> bool:
@@ -288,8 +294,11 @@ def _nchw_lowering(lowering: Any, backward: bool) -> Any:
     def lower(*args: Any, **kwargs: Any) -> Any:
         graph = V.graph
         # (x, weight, ..., groups) / (grad_out, input, weight, ..., groups, output_mask)
+        if len(args) < (10 if backward else 9):
+            return lowering(*args, **kwargs)
         weight, groups = (args[2], args[9]) if backward else (args[1], args[8])
-        if not (getattr(_NCHW, "on", False) and graph.layout_opt and _depthwise(weight, groups)
+        if not (getattr(_NCHW, "on", False) and graph.layout_opt
+                and _depthwise(weight, groups, _NCHW_MAX_KERNEL)
                 and ir.get_device_type(args[0]) in _NCHW_DEVICES):
             return lowering(*args, **kwargs)
         tensors = 3 if backward else 2
