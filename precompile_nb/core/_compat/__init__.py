@@ -11,14 +11,18 @@ of its modules holds it:
   tracing.py   capture: make_fx, fake tensors, symbolic sizes, marks, autocast, RNG, DTensor
   inductor.py  lowering and the compile-path load: AOTAutograd + Inductor, caches, Triton
   conv_layout.py  which convolution layouts Inductor is given, at lowering
+  cpp_runs.py  the order of a CPU graph's scheduled nodes: C++ kernels in fewer runs
+  scoped_patch.py  a torch function replaced while some thread needs it
+  compile_pool.py  Inductor's Triton compile workers, started and warmed with the capture
   autotune.py  tuning a compiled CUDA graph at several sizes, at lowering
   pieces.py    a graph compiled in pieces: kernel names apart, the modules joined, loaded
   parallel.py  capture of data parallelism: FSDP2's states and hooks, DDP's settings
   warm.py      the warm load, without the compiler stack
   realdata.py  data guards: fake tensors with real values, the decisions taken from them
   answers.py   what torch's compiler flags answer on the tracing thread while capture traces
-warm, inductor, conv_layout, autotune and pieces are imported with the door (a load runs on them); tracing,
-parallel, realdata and answers at the first use of one of their names (`_LAZY`).
+warm, inductor, conv_layout, cpp_runs, scoped_patch, compile_pool, kernel_store, autotune and
+pieces are imported with the door (a load runs on them; none imports the compiler at import);
+tracing, parallel, realdata and answers at the first use of one of their names (`_LAZY`).
 """
 from __future__ import annotations
 

@@ -13,6 +13,8 @@ from typing import Any
 
 import torch
 
+from .scoped_patch import ScopedPatch
+
 
 def keeps_eager_layout(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> bool:
     """Whether Inductor compiles `gm` with layout optimization off, its convolutions in
@@ -228,18 +230,15 @@ def backward_convolutions_see_channels_last(gm: torch.fx.GraphModule, *, is_infe
 #   aten.convolution and aten.convolution_backward read V.graph.layout_opt), and Note
 #   [backward convolutions see channels_last] leaves what a depthwise backward reads in NCHW.
 #   Every other convolution keeps channels_last; Inductor's kernels around them convert between
-#   the layouts. Values are the same; only layouts change. Only kernels up to 5x5 (efficientnet's
-#   and mobilenet's 3x3 and 5x5): ConvNeXt's 7x7 depthwise convolutions start as slowly in NCHW
-#   as in channels_last (round 7, conv_first_call.md: 2.6 s of eager's first call either way),
-#   so NCHW would gain nothing there, and what it does to their steady step is not measured. Inference graphs already keep NCHW
-#   throughout (Note [depthwise convolutions keep NCHW]). PRECOMPILE_NB_DEPTHWISE_NCHW=0 turns
+#   the layouts. Values are the same; only layouts change. Only kernels up to 5x5
+#   (efficientnet's and mobilenet's 3x3 and 5x5): ConvNeXt's 7x7 depthwise convolutions start
+#   as slowly in NCHW as in channels_last (round 7, conv_first_call.md: 2.6 s of eager's first
+#   call either way), so NCHW would gain nothing there, and what it does to their steady step
+#   is not measured. Inference graphs already keep NCHW throughout (Note [depthwise
+#   convolutions keep NCHW]). PRECOMPILE_NB_DEPTHWISE_NCHW=0 turns
 #   the rule off (benchmarks compare the two), and so does the user's
 #   config.force_layout_optimization (channels_last for every convolution, as asked).
 
-_NCHW = threading.local()  # .on: this thread is lowering a graph under the rule
-_WRAP_LOCK = threading.Lock()
-_wrapped: dict[Any, Any] = {}  # op -> Inductor's own lowering, while any thread needs the rule
-_users = 0
 _NCHW_DEVICES = ("cuda",)  # where ATen runs an NCHW depthwise convolution without cuDNN
 _NCHW_MAX_KERNEL = 5  # the largest depthwise kernel (kh, kw) the rule acts on
 
@@ -254,38 +253,41 @@ def depthwise_nchw_wanted() -> bool:
 @contextlib.contextmanager
 def depthwise_convolutions_in_nchw(on: bool) -> Iterator[None]:
     """While this thread lowers a graph: the rule of Note [depthwise convolutions of a CUDA
-    training step run in NCHW], if `on`. Inductor's lowerings are wrapped while any thread is
-    inside (2.11-2.15: torch._inductor.lowering.lowerings), and restored after the last; the
-    wrappers act for the threads inside only."""
-    global _users
+    training step run in NCHW], if `on` (2.11-2.15: Inductor's lowerings of aten.convolution
+    and aten.convolution_backward, torch._inductor.lowering.lowerings, replaced while a thread
+    needs them)."""
     if not on:
         yield
         return
-    from torch._inductor.lowering import lowerings
-
-    aten = torch.ops.aten
-    with _WRAP_LOCK:
-        if _users == 0:
-            for op, backward in ((aten.convolution.default, False),
-                                 (aten.convolution_backward.default, True)):
-                if op in lowerings:
-                    _wrapped[op] = lowerings[op]
-                    lowerings[op] = _nchw_lowering(lowerings[op], backward)
-        _users += 1
-    before = getattr(_NCHW, "on", False)
-    _NCHW.on = True
-    try:
+    with contextlib.ExitStack() as stack:
+        for patch in _nchw_patches():
+            stack.enter_context(patch.active())
         yield
-    finally:
-        _NCHW.on = before
-        with _WRAP_LOCK:
-            _users -= 1
-            if _users == 0:
-                lowerings.update(_wrapped)
-                _wrapped.clear()
 
 
-def _nchw_lowering(lowering: Any, backward: bool) -> Any:
+_PATCHES: list[ScopedPatch] = []
+_PATCHES_LOCK = threading.Lock()
+
+
+def _nchw_patches() -> list[ScopedPatch]:
+    with _PATCHES_LOCK:
+        if _PATCHES:
+            return _PATCHES
+        from torch._inductor.lowering import lowerings
+
+        def patch(op: Any, backward: bool) -> ScopedPatch:
+            return ScopedPatch(lambda: lowerings[op],
+                               lambda f: lowerings.__setitem__(op, f),
+                               lambda f, p: _nchw_lowering(f, p, backward))
+
+        aten = torch.ops.aten
+        _PATCHES.extend(patch(op, backward) for op, backward in (
+            (aten.convolution.default, False), (aten.convolution_backward.default, True))
+            if op in lowerings)
+        return _PATCHES
+
+
+def _nchw_lowering(lowering: Any, patch: ScopedPatch, backward: bool) -> Any:
     """Inductor's lowering of aten.convolution (backward: aten.convolution_backward), which
     lowers a CUDA depthwise convolution in NCHW on a thread under the rule."""
     from torch._inductor import ir
@@ -297,7 +299,7 @@ def _nchw_lowering(lowering: Any, backward: bool) -> Any:
         if len(args) < (10 if backward else 9):
             return lowering(*args, **kwargs)
         weight, groups = (args[2], args[9]) if backward else (args[1], args[8])
-        if not (getattr(_NCHW, "on", False) and graph.layout_opt
+        if not (patch.on() and graph.layout_opt
                 and _depthwise(weight, groups, _NCHW_MAX_KERNEL)
                 and ir.get_device_type(args[0]) in _NCHW_DEVICES):
             return lowering(*args, **kwargs)

@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from .conv_layout import backward_convolutions_in_channels_last, keeps_eager_layout
+from .cpp_runs import cpp_nodes_in_fewer_runs
 from .warm import light_inductor_cache_dir
 
 
@@ -67,7 +68,8 @@ def inductor_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
     layout = {"layout_optimization": False} if dynamic or eager_layout or keeps_eager_layout(
         gm, example_inputs) else {}
     _alpha_as_mul(gm)
-    with same_kernel_keys(), inductor_config.patch(layout), data_bound_scatters_kept():
+    with same_kernel_keys(), inductor_config.patch(layout), data_bound_scatters_kept(), \
+            cpp_nodes_in_fewer_runs():  # Note [C++ kernels in fewer runs]
         compiled = compile_fx(gm, list(example_inputs), inner_compile=inner)
     if "source" not in seen:
         raise RuntimeError("precompile_nb internal error: Inductor produced no module source")

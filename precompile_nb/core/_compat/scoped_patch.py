@@ -1,0 +1,47 @@
+"""A torch function replaced while some thread needs it (the one way _compat patches a torch
+function that other threads may call at the same time)."""
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+
+class ScopedPatch:
+    """Replaces a torch function, read by `get()` and written by `put(value)`, with
+    `wrap(original, patch)` while at least one thread is inside `patch.active()`, and puts the
+    original back when the last one leaves. The replacement must ask `patch.on()`, which is
+    True only on a thread inside, and otherwise do what the original does: other threads
+    (a user's torch.compile beside a precompile) see torch's own behaviour."""
+
+    def __init__(self, get: Callable[[], Any], put: Callable[[Any], None],
+                 wrap: Callable[[Any, ScopedPatch], Any]) -> None:
+        self._get, self._put, self._wrap = get, put, wrap
+        self._lock = threading.Lock()
+        self._users = 0
+        self._original: Any = None
+        self._local = threading.local()
+
+    def on(self) -> bool:
+        """Whether the calling thread is inside active()."""
+        return getattr(self._local, "on", False)
+
+    @contextlib.contextmanager
+    def active(self) -> Iterator[None]:
+        with self._lock:
+            if self._users == 0:
+                self._original = self._get()
+                self._put(self._wrap(self._original, self))
+            self._users += 1
+        before = self.on()
+        self._local.on = True
+        try:
+            yield
+        finally:
+            self._local.on = before
+            with self._lock:
+                self._users -= 1
+                if self._users == 0:
+                    self._put(self._original)
+                    self._original = None
