@@ -103,7 +103,7 @@ def gpu_rows() -> list[tuple[str, str, str]]:
          _s(med["nb_cold"]), src),
         ("GPT step, cold, in that run: torch.compile compile + first step", _s(med["tc_cold"]),
          src),
-    ] + cold_rows() + zoo_cold_rows() + [zoo_cold_round12_row()]
+    ] + cold_rows() + zoo_cold_rows() + [zoo_cold_round12_row(), effnet_warm_round13_row()]
 
 
 _COLD_NAMES = {"gpt_step": "GPT step", "transformer_train": "transformer training step",
@@ -182,6 +182,38 @@ def zoo_cold_round12_row() -> tuple[str, str, str]:
             "benchmarks/results/h200_round12/")
 
 
+def effnet_warm_round13_row() -> tuple[str, str, str]:
+    """efficientnet_b0's training step on the H200: load + first call over eager's own first
+    call, depthwise convolutions in NCHW (Note [depthwise convolutions of a CUDA training step
+    run in NCHW]) against every convolution in channels_last, and the steady step over eager's
+    (h200_round13/)."""
+    src = "benchmarks/results/h200_round13/conv_layout_train_effnet.json"
+    r = json.loads((ROOT / src).read_text())["timm_efficientnet"]
+    eager = r["eager_clFalse"]["first_call_s"]
+
+    def warm(layout: str) -> str:
+        ld = r[f"load_{layout}"]
+        return (f"{(ld['load_s'] + ld['first_call_s']) / eager:.2f} (steady "
+                f"{ld['steady_nb_s'] / ld['steady_eager_s']:.2f})")
+
+    return ("efficientnet_b0 training step (real size), fresh process: load + first call / "
+            "eager's own first call (steady / eager's), depthwise convolutions in NCHW, as "
+            "now / all channels_last, as before", f"{warm('default')} / {warm('cl_depthwise')}",
+            src)
+
+
+def cpu_vs_ref_round13_row() -> tuple[str, str, str]:
+    """Cold precompile against torch 2.14.1's own, both on torch 2.14.1 (cpu_round13/)."""
+    src = "benchmarks/results/cpu_round13/cold_vs_ref_torch2.14.1.json"
+    rows = json.loads((ROOT / src).read_text())["rows"]
+    ratios = [statistics.median(x["wall_s"] for x in rows[w]["nb"])
+              / statistics.median(x["wall_s"] for x in rows[w]["ref"])
+              for w in ("cnn_bn_train", "transformer_train")]
+    return ("cold precompile on torch 2.14.1, precompile_nb / torch 2.14.1's precompile, "
+            "medians of 3 (CNN + BatchNorm, transformer training steps), round 13",
+            ", ".join(f"{x:.2f}" for x in ratios), src)
+
+
 def kernel_reuse_row() -> tuple[str, str, str]:
     """A second process's precompile with the C++ kernels the first kept (Note [C++ kernels
     built once]), without them, and torch.compile's second process (cpu_round11/)."""
@@ -198,6 +230,7 @@ def render() -> str:
     meta, cpu = cpu_rows()
     cpu.append(call_overhead_row())
     cpu.append(kernel_reuse_row())
+    cpu.append(cpu_vs_ref_round13_row())
     lines = [
         "# Headline numbers",
         "",
