@@ -235,9 +235,9 @@ def backward_convolutions_see_channels_last(gm: torch.fx.GraphModule, *, is_infe
 #   as slowly in NCHW as in channels_last (round 7, conv_first_call.md: 2.6 s of eager's first
 #   call either way), so NCHW would gain nothing there, and what it does to their steady step
 #   is not measured. Inference graphs already keep NCHW throughout (Note [depthwise
-#   convolutions keep NCHW]). PRECOMPILE_NB_DEPTHWISE_NCHW=0 turns
-#   the rule off (benchmarks compare the two), and so does the user's
-#   config.force_layout_optimization (channels_last for every convolution, as asked).
+#   convolutions keep NCHW]). PRECOMPILE_NB_DEPTHWISE_NCHW=0 turns the rule off (benchmarks
+#   compare the two), and so does the user's config.force_layout_optimization (channels_last
+#   for every convolution, as asked).
 
 _NCHW_DEVICES = ("cuda",)  # where ATen runs an NCHW depthwise convolution without cuDNN
 _NCHW_MAX_KERNEL = 5  # the largest depthwise kernel (kh, kw) the rule acts on

@@ -29,9 +29,9 @@ from .scoped_patch import ScopedPatch
 #   kernels are fewer: the benchmarks' transformer training step 12 -> 11, CNN+BatchNorm step
 #   7 -> 6, the zoo's Swin at tiny size 39 -> 30; the steady step level, the cold precompile
 #   of the two small steps level within the spread (benchmarks/results/cpu_round13/): one C++
-#   build fewer in 7 or 12 is little. On a graph with any node off the
-#   CPU, or on a torch whose nodes carry no mpi_node, the order is left as it is.
-#   PRECOMPILE_NB_FEWER_RUNS=0 (or off, false, no) leaves every order as Inductor makes it.
+#   build fewer in 7 or 12 is little. On a graph with any node off the CPU, on a torch whose
+#   nodes carry no mpi_node, or should the reorder fail, the order is left as Inductor made
+#   it; PRECOMPILE_NB_FEWER_RUNS=0 (or off, false, no) leaves every order so.
 
 
 @contextlib.contextmanager
@@ -71,14 +71,17 @@ def _then_fewer_runs(reorder: Any, patch: ScopedPatch, memory: Any) -> Any:
                        *args, **kwargs)
         if not patch.on():
             return best
-        grouped = fewer_runs(best)
-        if grouped is None or grouped == best:
+        try:
+            grouped = fewer_runs(best)
+            if grouped is None or grouped == best:
+                return best
+            _, freeable = memory.prepare_planning_info(best, name_to_buf, name_to_fused_node,
+                                                       graph_inputs, graph_outputs)
+            peak = memory.estimate_peak_memory(best, freeable, graph_outputs)[0]
+            return grouped if memory.estimate_peak_memory(
+                grouped, freeable, graph_outputs)[0] <= peak else best
+        except Exception:  # noqa: BLE001 - an optimization only: Inductor's order stands
             return best
-        _, freeable = memory.prepare_planning_info(best, name_to_buf, name_to_fused_node,
-                                                   graph_inputs, graph_outputs)
-        peak = memory.estimate_peak_memory(best, freeable, graph_outputs)[0]
-        return grouped if memory.estimate_peak_memory(
-            grouped, freeable, graph_outputs)[0] <= peak else best
 
     return reorder_for_peak_memory
 
