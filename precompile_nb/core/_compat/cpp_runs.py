@@ -29,9 +29,9 @@ from .scoped_patch import ScopedPatch
 #   kernels are fewer: the benchmarks' transformer training step 12 -> 11, CNN+BatchNorm step
 #   7 -> 6, the zoo's Swin at tiny size 39 -> 30; the steady step level, the cold precompile
 #   of the two small steps level within the spread (benchmarks/results/cpu_round13/): one C++
-#   build fewer in 7 or 12 is little. On a graph with any node off the CPU, on a torch whose
-#   nodes carry no mpi_node, or should the reorder fail, the order is left as Inductor made
-#   it; PRECOMPILE_NB_FEWER_RUNS=0 (or off, false, no) leaves every order so.
+#   build fewer in 7 or 12 is little. On a graph with any node off the CPU or a collective
+#   (whose order every rank must share), on a torch whose nodes carry no mpi_node, or should
+#   the reorder fail, the order is left as Inductor made it; PRECOMPILE_NB_FEWER_RUNS=0 (or off, false, no) leaves every order so.
 
 
 @contextlib.contextmanager
@@ -100,13 +100,17 @@ def _kind(node: Any, nop: type) -> str | None:
 
 def fewer_runs(nodes: list[Any]) -> list[Any] | None:
     """The nodes in an order with as few runs of C++ nodes as a greedy list schedule finds,
-    each after its predecessors; None where the graph is not all on the CPU or the nodes carry
-    no predecessors (mpi_node.pred_nodes)."""
+    each after its predecessors; None where the graph is not all on the CPU, holds a
+    collective, or its nodes carry no predecessors (mpi_node.pred_nodes)."""
     from torch._inductor.scheduler import NopKernelSchedulerNode
+    from torch._inductor.utils import is_collective, is_wait
 
     kinds = [_kind(n, NopKernelSchedulerNode) for n in nodes]
     if None in kinds or "cpp" not in kinds or not all(hasattr(n, "mpi_node") for n in nodes):
         return None
+    if any(is_collective(getattr(n, "node", None)) or is_wait(getattr(n, "node", None))
+           for n in nodes):
+        return None  # collectives keep the order every rank has
     index = {n: i for i, n in enumerate(nodes)}
     waiting = [sum(p in index for p in n.mpi_node.pred_nodes) for n in nodes]
     users: list[list[int]] = [[] for _ in nodes]
