@@ -6,14 +6,12 @@ channels_last]); checked on 2.11 (GPU), 2.13 and 2.15.
 from __future__ import annotations
 
 import contextlib
-import os
-import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
 
-from .scoped_patch import ScopedPatch
+from .scoped_patch import ScopedPatch, switched_off
 
 
 def keeps_eager_layout(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> bool:
@@ -98,9 +96,9 @@ def has_depthwise_conv_and_no_backward(gm: torch.fx.GraphModule) -> bool:
 
 
 def _depthwise(weight: Any, groups: Any, max_kernel: int | None = None) -> bool:
-    """A 2-D depthwise convolution's weight ([C_out, 1, kh, kw], groups > 1; with
-    `max_kernel`, kh and kw at most that): an FX node (its meta value) or an Inductor IR node
-    (its size)."""
+    """A depthwise convolution's weight ([C_out, 1, *kernel], groups > 1; with `max_kernel`,
+    a 2-D one whose kh and kw are at most that): an FX node (its meta value) or an Inductor IR
+    node (its size)."""
     if isinstance(weight, torch.fx.Node):
         weight = weight.meta.get("val")
     if isinstance(weight, torch.Tensor):
@@ -109,8 +107,14 @@ def _depthwise(weight: Any, groups: Any, max_kernel: int | None = None) -> bool:
         size = tuple(weight.get_size())
     else:
         return False
-    return (len(size) == 4 and size[1] == 1 and isinstance(groups, int) and groups > 1
-            and (max_kernel is None or (size[2] <= max_kernel and size[3] <= max_kernel)))
+    if len(size) < 3 or size[1] != 1 or not isinstance(groups, int) or groups <= 1:
+        return False
+    if max_kernel is None:
+        return True
+    try:  # a symbolic kernel size is not one the rule knows
+        return len(size) == 4 and max(int(k) for k in size[2:]) <= max_kernel
+    except TypeError:
+        return False
 
 
 # Note [backward convolutions see channels_last]
@@ -222,12 +226,13 @@ def backward_convolutions_see_channels_last(gm: torch.fx.GraphModule, *, is_infe
 #   every 2-D convolution in channels_last, and ATen sends a channels_last depthwise convolution
 #   to cuDNN, whose first call of each configuration in a process costs a fraction of a second
 #   to seconds (cuDNN 9 on the H200). In NCHW, ATen runs depthwise convolutions with its own
-#   CUDA kernels (fp32 and bf16; eager does the same), which cost nothing to start. So a warm
-#   load of efficientnet_b0's training step took 18.2 s to its first result, eager's first call
-#   0.92 s (benchmarks/warm_first_call.py, h200_round13/). Here, while Inductor lowers a CUDA
-#   training graph, each depthwise convolution and convolution_backward is lowered as if
-#   layout optimization were off, with its inputs required in NCHW (2.11-2.15: the lowerings of
-#   aten.convolution and aten.convolution_backward read V.graph.layout_opt), and Note
+#   CUDA kernels (fp32 and bf16; eager does the same), which cost nothing to start. So after a
+#   warm load of efficientnet_b0's training step (0.4 s) its first call took 18.2 s, eager's
+#   own first call 0.92 s (benchmarks/warm_first_call.py, h200_round13/). Here, while
+#   Inductor lowers a CUDA training graph, each depthwise convolution and convolution_backward
+#   is lowered as if layout optimization were off, with its inputs required in NCHW
+#   (2.11-2.15: the lowerings of aten.convolution and aten.convolution_backward read
+#   V.graph.layout_opt), and Note
 #   [backward convolutions see channels_last] leaves what a depthwise backward reads in NCHW.
 #   Every other convolution keeps channels_last; Inductor's kernels around them convert between
 #   the layouts. Values are the same; only layouts change. Only kernels up to 5x5
@@ -246,8 +251,7 @@ _NCHW_MAX_KERNEL = 5  # the largest depthwise kernel (kh, kw) the rule acts on
 def depthwise_nchw_wanted() -> bool:
     """Whether the rule of Note [depthwise convolutions of a CUDA training step run in NCHW] is
     on (PRECOMPILE_NB_DEPTHWISE_NCHW=0, off, false or no turns it off)."""
-    flag = os.environ.get("PRECOMPILE_NB_DEPTHWISE_NCHW", "1").strip().lower()
-    return flag not in ("0", "off", "false", "no")
+    return not switched_off("PRECOMPILE_NB_DEPTHWISE_NCHW")
 
 
 @contextlib.contextmanager
@@ -260,31 +264,26 @@ def depthwise_convolutions_in_nchw(on: bool) -> Iterator[None]:
         yield
         return
     with contextlib.ExitStack() as stack:
-        for patch in _nchw_patches():
+        for patch in _PATCHES:
             stack.enter_context(patch.active())
         yield
 
 
-_PATCHES: list[ScopedPatch] = []
-_PATCHES_LOCK = threading.Lock()
-
-
-def _nchw_patches() -> list[ScopedPatch]:
-    with _PATCHES_LOCK:
-        if _PATCHES:
-            return _PATCHES
+def _lowering_patch(op_name: str, backward: bool) -> ScopedPatch:
+    """Inductor's lowering of aten.<op_name>.default, replaced by _nchw_lowering."""
+    def lowerings() -> dict:
         from torch._inductor.lowering import lowerings
+        return lowerings
 
-        def patch(op: Any, backward: bool) -> ScopedPatch:
-            return ScopedPatch(lambda: lowerings[op],
-                               lambda f: lowerings.__setitem__(op, f),
-                               lambda f, p: _nchw_lowering(f, p, backward))
+    def op() -> Any:
+        return getattr(torch.ops.aten, op_name).default
 
-        aten = torch.ops.aten
-        _PATCHES.extend(patch(op, backward) for op, backward in (
-            (aten.convolution.default, False), (aten.convolution_backward.default, True))
-            if op in lowerings)
-        return _PATCHES
+    return ScopedPatch(lambda: lowerings().get(op()),
+                       lambda f: lowerings().__setitem__(op(), f),
+                       lambda f, patch: _nchw_lowering(f, patch, backward))
+
+
+_PATCHES = (_lowering_patch("convolution", False), _lowering_patch("convolution_backward", True))
 
 
 def _nchw_lowering(lowering: Any, patch: ScopedPatch, backward: bool) -> Any:

@@ -4,11 +4,10 @@ on 2.13, 2.14 and 2.15."""
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Iterator
 from typing import Any
 
-from .scoped_patch import ScopedPatch
+from .scoped_patch import ScopedPatch, switched_off
 
 # Note [C++ kernels in fewer runs]
 #   Inductor's C++ backend emits every run of consecutive non-extern nodes of the final
@@ -31,7 +30,8 @@ from .scoped_patch import ScopedPatch
 #   of the two small steps level within the spread (benchmarks/results/cpu_round13/): one C++
 #   build fewer in 7 or 12 is little. On a graph with any node off the CPU or a collective
 #   (whose order every rank must share), on a torch whose nodes carry no mpi_node, or should
-#   the reorder fail, the order is left as Inductor made it; PRECOMPILE_NB_FEWER_RUNS=0 (or off, false, no) leaves every order so.
+#   the reorder fail, the order is left as Inductor made it; PRECOMPILE_NB_FEWER_RUNS=0 (or
+#   off, false, no) leaves every order so.
 
 
 @contextlib.contextmanager
@@ -39,29 +39,28 @@ def cpp_nodes_in_fewer_runs() -> Iterator[None]:
     """While this thread compiles a graph: Note [C++ kernels in fewer runs] (2.13-2.15:
     torch._inductor.memory.reorder_for_peak_memory, which the scheduler imports at each
     call, replaced while a thread needs it)."""
+    memory = _memory()
+    names = ("reorder_for_peak_memory", "prepare_planning_info", "estimate_peak_memory")
+    if switched_off("PRECOMPILE_NB_FEWER_RUNS") or memory is None or not all(
+            hasattr(memory, n) for n in names):
+        yield
+        return
+    with _PATCH.active():
+        yield
+
+
+def _memory() -> Any:
+    """Inductor's memory planning module (2.13-2.15: torch._inductor.memory), or None."""
     try:
         import torch._inductor.memory as memory
     except ImportError:
-        memory = None
-    names = ("reorder_for_peak_memory", "prepare_planning_info", "estimate_peak_memory")
-    off = os.environ.get("PRECOMPILE_NB_FEWER_RUNS", "1").strip().lower() in (
-        "0", "off", "false", "no")
-    if off or memory is None or not all(hasattr(memory, n) for n in names):
-        yield
-        return
-    with _patch(memory).active():
-        yield
+        return None
+    return memory
 
 
-_PATCH: list[ScopedPatch] = []
-
-
-def _patch(memory: Any) -> ScopedPatch:
-    if not _PATCH:  # one per process; a second made by a racing thread is never used
-        _PATCH.append(ScopedPatch(lambda: memory.reorder_for_peak_memory,
-                                  lambda f: setattr(memory, "reorder_for_peak_memory", f),
-                                  lambda f, p: _then_fewer_runs(f, p, memory)))
-    return _PATCH[0]
+_PATCH = ScopedPatch(lambda: _memory().reorder_for_peak_memory,
+                     lambda f: setattr(_memory(), "reorder_for_peak_memory", f),
+                     lambda f, patch: _then_fewer_runs(f, patch, _memory()))
 
 
 def _then_fewer_runs(reorder: Any, patch: ScopedPatch, memory: Any) -> Any:
@@ -112,12 +111,13 @@ def fewer_runs(nodes: list[Any]) -> list[Any] | None:
            for n in nodes):
         return None  # collectives keep the order every rank has
     index = {n: i for i, n in enumerate(nodes)}
-    waiting = [sum(p in index for p in n.mpi_node.pred_nodes) for n in nodes]
+    waiting = [0] * len(nodes)
     users: list[list[int]] = [[] for _ in nodes]
     for i, n in enumerate(nodes):
         for p in n.mpi_node.pred_nodes:
             if p in index:
                 users[index[p]].append(i)
+                waiting[i] += 1
     ready = [i for i, w in enumerate(waiting) if w == 0]
     order: list[int] = []
     in_run = False

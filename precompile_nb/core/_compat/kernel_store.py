@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from .inductor import inductor_cache_dir
+from .scoped_patch import switched_off
 
 # Note [C++ kernels built once]
 #   precompile compiles in a fresh, private cache dir (private_compile_cache), so that exactly
@@ -34,14 +35,11 @@ from .inductor import inductor_cache_dir
 #   A store under a TORCHINDUCTOR_CACHE_DIR is emptied with it, so "empty compiler caches"
 #   still means cold. PRECOMPILE_NB_KERNEL_REUSE=0 (or off, false, no) turns it off.
 
-_OFF = ("0", "false", "off", "no")  # PRECOMPILE_NB_KERNEL_REUSE values that turn reuse off
-
-
 def kernel_store_dir() -> str | None:
     """Where C++ build products are kept for this torch and compiler (Note [C++ kernels built
     once]), or None where reuse is off or the compiler's version cannot be read. Call it
     outside private_compile_cache (it names Inductor's own cache dir)."""
-    if os.environ.get("PRECOMPILE_NB_KERNEL_REUSE", "1").strip().lower() in _OFF:
+    if switched_off("PRECOMPILE_NB_KERNEL_REUSE"):
         return None
     try:
         from torch._inductor.cpp_builder import get_compiler_version_info, get_cpp_compiler

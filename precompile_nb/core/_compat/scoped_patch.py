@@ -1,19 +1,30 @@
-"""A torch function replaced while some thread needs it (the one way _compat patches a torch
-function that other threads may call at the same time)."""
+"""How _compat changes torch's behaviour for precompile alone: a torch function replaced while
+some thread needs it (the one way _compat patches a torch function that other threads may call
+at the same time), and the environment switches that turn such a change off."""
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
+
+_OFF = ("0", "false", "off", "no")
+
+
+def switched_off(name: str) -> bool:
+    """Whether the environment variable `name` turns a behaviour off: 0, false, off or no, in
+    any case and with spaces around; unset or anything else leaves it on."""
+    return os.environ.get(name, "1").strip().lower() in _OFF
 
 
 class ScopedPatch:
     """Replaces a torch function, read by `get()` and written by `put(value)`, with
     `wrap(original, patch)` while at least one thread is inside `patch.active()`, and puts the
-    original back when the last one leaves. The replacement must ask `patch.on()`, which is
-    True only on a thread inside, and otherwise do what the original does: other threads
-    (a user's torch.compile beside a precompile) see torch's own behaviour."""
+    original back when the last one leaves; where `get()` finds none (None) it is left alone.
+    The replacement must ask `patch.on()`, which is True only on a thread inside, and
+    otherwise do what the original does: other threads (a user's torch.compile beside a
+    precompile) see torch's own behaviour."""
 
     def __init__(self, get: Callable[[], Any], put: Callable[[Any], None],
                  wrap: Callable[[Any, ScopedPatch], Any]) -> None:
@@ -32,7 +43,8 @@ class ScopedPatch:
         with self._lock:
             if self._users == 0:
                 self._original = self._get()
-                self._put(self._wrap(self._original, self))
+                if self._original is not None:
+                    self._put(self._wrap(self._original, self))
             self._users += 1
         before = self.on()
         self._local.on = True
@@ -42,6 +54,6 @@ class ScopedPatch:
             self._local.on = before
             with self._lock:
                 self._users -= 1
-                if self._users == 0:
+                if self._users == 0 and self._original is not None:
                     self._put(self._original)
                     self._original = None
