@@ -4,7 +4,7 @@ and off, against eager's first call in NCHW and in channels_last. Fresh processe
 compiler caches; CUDA only.
 
 usage: python benchmarks/conv_layout.py OUT [--models timm_efficientnet,timm_mobilenetv3]
-           [--workload infer|train] [--layouts default,cl_depthwise,nchw]
+           [--workload infer|train] [--layouts default,cl_depthwise,nchw,dw7_nchw]
 
 Per zoo model (`real` size, inference or the training step): eager first call NCHW and
 channels_last; precompile (precompile s) with channels_last forced
@@ -12,7 +12,8 @@ channels_last; precompile (precompile s) with channels_last forced
 [depthwise convolutions keep NCHW]), or for the training step as precompile_nb decides
 (channels_last, depthwise convolutions in NCHW: Note [depthwise convolutions of a CUDA training
 step run in NCHW]), with every convolution in channels_last (`cl_depthwise`: that rule off,
-PRECOMPILE_NB_DEPTHWISE_NCHW=0) and with Inductor's layout optimization off (`nchw`);
+PRECOMPILE_NB_DEPTHWISE_NCHW=0), with the rule widened to 7x7 kernels (`dw7_nchw`) and
+with Inductor's layout optimization off (`nchw`);
 `--layouts` picks some of them; each artifact's fresh-process load + first
 call, and steady state (median of 30 calls) against eager's in the same process.
 Writes OUT/conv_layout_WORKLOAD.json and OUT/conv_layout_WORKLOAD.md (also printed).
@@ -62,6 +63,7 @@ print(json.dumps({{"first_call_s": first, "second_call_s": second}}))
 _COLD = _PRE + r"""
 import torch._inductor.config as ic
 os.environ.update({env!r})
+{pre}
 t = time.perf_counter()
 from precompile_nb import precompile
 with ctx(), ic.patch({patch!r}):
@@ -98,7 +100,10 @@ def main() -> None:
     if workload == "train":  # as precompile_nb decides (channels_last but depthwise NCHW),
         # every convolution channels_last (Inductor's own choice), NCHW throughout
         layouts = {"default": ({}, {}), "cl_depthwise": ({}, {"PRECOMPILE_NB_DEPTHWISE_NCHW": "0"}),
-                   "nchw": ({"layout_optimization": False}, {})}
+                   "nchw": ({"layout_optimization": False}, {}),
+                   # the rule widened to 7x7 depthwise kernels (ConvNeXt's): an experiment
+                   "dw7_nchw": ({}, {}, "import precompile_nb.core._compat.conv_layout as cl\n"
+                                        "cl._NCHW_MAX_KERNEL = 7")}
     if "--layouts" in sys.argv:
         keep = sys.argv[sys.argv.index("--layouts") + 1].split(",")
         layouts = {k: v for k, v in layouts.items() if k in keep}
@@ -111,9 +116,9 @@ def main() -> None:
         r = res[name] = {}
         for cl in (False, True):
             r[f"eager_cl{cl}"] = child(_EAGER, out, model=name, cl=cl, workload=workload)
-        for layout, (patch, env) in layouts.items():
+        for layout, (patch, env, *pre) in layouts.items():
             kw = dict(model=name, layout=layout, workload=workload)
-            r[f"cold_{layout}"] = child(_COLD, out, patch=patch, env=env, **kw)
+            r[f"cold_{layout}"] = child(_COLD, out, patch=patch, env=env, pre="".join(pre), **kw)
             r[f"load_{layout}"] = child(_LOAD, out, **kw)
         json.dump(res, open(os.path.join(out, f"conv_layout_{workload}.json"), "w"), indent=1)
         e0 = r["eager_clFalse"].get("first_call_s", float("nan"))

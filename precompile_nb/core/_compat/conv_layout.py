@@ -235,17 +235,17 @@ def backward_convolutions_see_channels_last(gm: torch.fx.GraphModule, *, is_infe
 #   V.graph.layout_opt), and Note
 #   [backward convolutions see channels_last] leaves what a depthwise backward reads in NCHW.
 #   Every other convolution keeps channels_last; Inductor's kernels around them convert between
-#   the layouts. Values are the same; only layouts change. Only kernels up to 5x5
-#   (efficientnet's and mobilenet's 3x3 and 5x5): ConvNeXt's 7x7 depthwise convolutions start
-#   as slowly in NCHW as in channels_last (round 7, conv_first_call.md: 2.6 s of eager's first
-#   call either way), so NCHW would gain nothing there, and what it does to their steady step
-#   is not measured. Inference graphs already keep NCHW throughout (Note [depthwise
-#   convolutions keep NCHW]). PRECOMPILE_NB_DEPTHWISE_NCHW=0 turns the rule off (benchmarks
-#   compare the two), and so does the user's config.force_layout_optimization (channels_last
-#   for every convolution, as asked).
+#   the layouts. Values are the same; only layouts change. Only kernels up to 7x7
+#   (efficientnet's and mobilenet's 3x3 and 5x5, ConvNeXt's 7x7), the sizes measured: ConvNeXt
+#   tiny's training step, H200, warm load + first call 2.62 s with its 7x7 depthwise
+#   convolutions in channels_last, 0.57 s in NCHW, steady step 0.86x -> 0.45x eager's
+#   (benchmarks/results/h200_round14). Inference graphs already keep NCHW throughout (Note
+#   [depthwise convolutions keep NCHW]). PRECOMPILE_NB_DEPTHWISE_NCHW=0 turns the rule off
+#   (benchmarks compare the two), and so does the user's config.force_layout_optimization
+#   (channels_last for every convolution, as asked).
 
 _NCHW_DEVICES = ("cuda",)  # where ATen runs an NCHW depthwise convolution without cuDNN
-_NCHW_MAX_KERNEL = 5  # the largest depthwise kernel (kh, kw) the rule acts on
+_NCHW_MAX_KERNEL = 7  # the largest depthwise kernel (kh, kw) the rule acts on
 
 
 def depthwise_nchw_wanted() -> bool:
