@@ -16,6 +16,9 @@ cProfile (`top`'s autotune_own / autotune_inclusive); with `+nogc` Python's cycl
 collector is off for the whole compile (the json's `gc` counts its collections and their
 seconds in every run); n.host_copies counts the benchmarks that parked the arguments a kernel
 writes in host memory (Inductor's rule where the memory peak leaves no room); with
+`+isaserial` precompile_nb runs Inductor's CPU ISA probes one after another, as before Note
+[ISA probes at once] (PRECOMPILE_NB_ISA_AT_ONCE=0); with `+gcfreeze` the objects alive before
+the compile are frozen out of Python's garbage collector (gc.freeze()); with
 `+pieces=K` precompile_nb compiles the graph in K pieces at once (PRECOMPILE_NB_PIECES,
 Note [a graph compiled in pieces]; plain `nb` and `nb+pieces=1` compile it in one; n.pieces
 says how many it took; the Inductor columns then time only this process, the pieces' own
@@ -157,6 +160,8 @@ def _gc_watch(phase, info):
 gc.callbacks.append(_gc_watch)
 if "+nogc" in {tool!r}:
     gc.disable()
+if "+gcfreeze" in {tool!r}:
+    gc.freeze()
 sync = torch.cuda.synchronize if {device!r} == "cuda" else (lambda: None)
 ctx = torch.no_grad() if kind != "train" else torch.enable_grad()
 prof = cProfile.Profile() if {tool!r}.endswith("+prof") else None
@@ -225,6 +230,8 @@ def run(case: str, tool: str, device: str, sources: str = "", steady: int = 0,
             env["PRECOMPILE_NB_KERNEL_REUSE"] = "0"
         if "+nopool" in tool:
             env["TORCH_WARM_POOL"] = "0"
+        if "+isaserial" in tool:  # the ISA probes one after another (Note [ISA probes at once])
+            env["PRECOMPILE_NB_ISA_AT_ONCE"] = "0"
         if "+fork" in tool:  # compile workers forked from this process, not a fresh sidecar
             env["TORCHINDUCTOR_WORKER_START"] = "fork"
         m = re.search(r"\+pieces=(\d+)", tool)

@@ -15,6 +15,7 @@ import torch
 
 from .conv_layout import backward_convolutions_in_channels_last, keeps_eager_layout
 from .cpp_runs import cpp_nodes_in_fewer_runs
+from .isa_probes import isa_probes_at_once
 from .warm import light_inductor_cache_dir
 
 
@@ -68,8 +69,10 @@ def inductor_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
     layout = {"layout_optimization": False} if dynamic or eager_layout or keeps_eager_layout(
         gm, example_inputs) else {}
     _alpha_as_mul(gm)
+    cpu = not any(isinstance(t, torch.Tensor) and t.device.type != "cpu" for t in example_inputs)
     with same_kernel_keys(), inductor_config.patch(layout), data_bound_scatters_kept(), \
-            cpp_nodes_in_fewer_runs():  # Note [C++ kernels in fewer runs]
+            cpp_nodes_in_fewer_runs(), isa_probes_at_once(cpu):  # Notes [C++ kernels in
+        # fewer runs], [ISA probes at once]
         compiled = compile_fx(gm, list(example_inputs), inner_compile=inner)
     if "source" not in seen:
         raise RuntimeError("precompile_nb internal error: Inductor produced no module source")
