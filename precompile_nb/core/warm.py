@@ -193,6 +193,9 @@ class WarmPlan(NamedTuple):
     reason: str
     imports: dict[str, dict[str, Any]] | None
     needs: frozenset[tuple[str, str]] = frozenset()
+    # the cubins load hands the warm path as bytes instead of installing them, by relative
+    # path (Note [cubins from memory] in load.py); filled by load before the module runs
+    cubins: dict[str, Any] | None = None
 
 
 def _scan(body: list[ast.stmt]) -> _Calls:
@@ -321,7 +324,8 @@ def plan(graph: list[ast.stmt] | _Calls, warm: Any, *, cache_used: bool, no_cach
         except (KeyError, AttributeError, RuntimeError):  # ops namespaces raise either
             return WarmPlan("compile", f"extern kernel {name} is not a torch op of this build "
                             f"({externs.get(name, 'it lives in torch._inductor')})", None)
-    imports = _compat.warm_module_attrs(lambda: _WarmAsyncCompile(binaries, triton),
+    cubins: dict[str, Any] = {}
+    imports = _compat.warm_module_attrs(lambda: _WarmAsyncCompile(binaries, triton, cubins),
                                         types.SimpleNamespace(**ops))
     what = [f"{len(binaries)} C++ kernel(s) loaded directly"] if binaries or not triton else []
     sized = sum("by_size" in rec for rec, _ in triton.values())
@@ -331,7 +335,8 @@ def plan(graph: list[ast.stmt] | _Calls, warm: Any, *, cache_used: bool, no_cach
                       | {("triton", rec["cubin"]) for rec, _ in triton.values()}
                       | {("triton", b["cubin"]) for rec, _ in triton.values()
                          for b in rec.get("by_size", {}).get("buckets", ())})
-    return WarmPlan("warm", f"cache in place: {', '.join(what)}, no compiler", imports, needs)
+    return WarmPlan("warm", f"cache in place: {', '.join(what)}, no compiler", imports, needs,
+                    cubins)
 
 
 def _unserved(calls: _Calls, warm: Any) -> str | None:
@@ -489,9 +494,10 @@ class _WarmAsyncCompile:
     cubin (plan found every one)."""
 
     def __init__(self, binaries: dict[str, tuple[str, str]],
-                 triton: dict[str, tuple[dict[str, Any], str]]) -> None:
+                 triton: dict[str, tuple[dict[str, Any], str]], cubins: dict[str, Any]) -> None:
         self._binaries = binaries  # by kernel_digest
         self._triton = triton  # by triton_digest
+        self._cubins = cubins  # WarmPlan.cubins
 
     def cpp_pybinding(self, argtypes: list[str], source_code: str) -> Callable:
         path, key = self._binaries[kernel_digest(argtypes, source_code)]
@@ -500,7 +506,7 @@ class _WarmAsyncCompile:
     def triton(self, kernel_name: str, source_code: str, *args: Any,
                **kwargs: Any) -> _WarmTritonKernel:
         rec, path = self._triton[triton_digest(kernel_name, source_code)]
-        return _WarmTritonKernel(rec, path)
+        return _WarmTritonKernel(rec, path, self._cubins)
 
     def wait(self, scope: dict[str, Any]) -> None:
         return None  # every kernel above was loaded when it was defined
@@ -511,16 +517,25 @@ class _WarmTritonKernel:
     `run(*args, stream=)` computes the grid as Inductor's launcher does and launches the
     cached cubin with torch's static CUDA launcher (Note [warm CUDA load])."""
 
-    def __init__(self, rec: dict[str, Any], path: str) -> None:
+    def __init__(self, rec: dict[str, Any], path: str, cubins: dict[str, Any]) -> None:
         self.name = rec["function"]
         if "by_size" in rec:
-            self.run = sized_launcher(rec["def_args"], rec["by_size"])
+            self.run = sized_launcher(rec["def_args"], rec["by_size"], cubins)
             return
-        function = _compat.load_cubin(path, rec["function"], rec["shared"], rec["device"])
-        self.run = launcher(rec, function)
+        self.run = launcher(rec, _load_cubin(rec, path, cubins))
 
 
-def sized_launcher(def_args: list[str], sized: dict[str, Any]) -> Callable[..., None]:
+def _load_cubin(rec: dict[str, Any], path: str, cubins: dict[str, Any]) -> Any:
+    """The kernel handle of a launch record's cubin: from the bytes load kept in memory
+    (Note [cubins from memory] in load.py), else from the installed file at `path`."""
+    data = cubins.get(rec["cubin"])
+    if data is not None:
+        return _compat.load_cubin_bytes(data, rec["function"], rec["shared"], rec["device"])
+    return _compat.load_cubin(path, rec["function"], rec["shared"], rec["device"])
+
+
+def sized_launcher(def_args: list[str], sized: dict[str, Any],
+                   cubins: dict[str, Any] | None = None) -> Callable[..., None]:
     """The launcher of a kernel with a configuration per size (Note [a configuration per
     size] in tuning.py): the product of its size arguments picks the bucket, whose own
     launcher runs its cubin. Checked by _malformed_buckets."""
@@ -528,8 +543,7 @@ def sized_launcher(def_args: list[str], sized: dict[str, Any]) -> Callable[..., 
     lines = [f"def sized({params}):", f"    _n = {' * '.join(sized['numel'])}"]
     scope: dict[str, Any] = {"__builtins__": {}}
     for k, b in enumerate(sized["buckets"]):
-        function = _compat.load_cubin(b["path"], b["function"], b["shared"], b["device"])
-        scope[f"_l{k}"] = launcher(b, function)
+        scope[f"_l{k}"] = launcher(b, _load_cubin(b, b["path"], cubins or {}))
         call = f"return _l{k}({params})"
         lines += ([f"    {call}"] if b["upto"] is None else
                   [f"    if _n <= {int(b['upto'])}:", f"        {call}"])

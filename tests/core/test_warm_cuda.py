@@ -174,6 +174,44 @@ def test_a_cubin_the_driver_refuses_is_an_oserror_naming_it(monkeypatch):
         _compat.load_cubin("/c/k0.cubin", "k0", 0, 0)
 
 
+def test_a_warm_load_hands_the_driver_each_cubin_from_memory_and_installs_none(
+        a_gpu, monkeypatch, tmp_path):
+    # Note [cubins from memory]: the warm path reads the cubin's bytes through an anonymous
+    # memory file; nothing is written under Triton's cache, and should the warm path fail
+    # the cubin is left to install with the rest
+    import importlib
+
+    load = importlib.import_module("precompile_nb.core.load")
+    if not _compat.cubins_from_memory():
+        pytest.skip("this process cannot make anonymous memory files (not Linux)")
+    monkeypatch.setattr(_compat, "triton_cache_dir", lambda device: str(tmp_path / "triton"))
+    monkeypatch.setattr(_compat, "light_inductor_cache_dir", lambda: str(tmp_path / "ind"))
+    seen = []
+
+    def driver(path, function, shared, device):  # cuModuleLoad opens the path it is given
+        with open(path, "rb") as f:
+            seen.append((path, f.read(), function))
+        return 1234, 32, 0  # (function, n_regs, n_spills)
+
+    monkeypatch.setattr(torch._C, "_StaticCudaLauncher",
+                        type("L", (), {"_load_kernel": staticmethod(driver),
+                                       "_launch_kernel": staticmethod(print)}), raising=False)
+    monkeypatch.setattr(torch.cuda, "init", lambda: None)
+    p = plan(record())
+    stats = {"written": 0, "present": 0, "deferred": 0}
+    cubin = b"\x7fELF cubin bytes" * 100
+    files = [("triton", CUBIN, memoryview(cubin)), ("triton", "HASHDIR/k.ptx", b"ptx")]
+    rest = load._install(files, p, {"device_index": 0}, stats)
+    assert not (tmp_path / "triton").exists()  # nothing installed for the warm path
+    assert {f[1] for f in rest} == {CUBIN, "HASHDIR/k.ptx"} and stats["deferred"] == 2
+    kernel = p.imports["torch._inductor.async_compile"]["AsyncCompile"]().triton(
+        "triton_red_fused_0", KERNEL_SRC)
+    assert kernel.name == "triton_red_fused_0"
+    [(path, data, function)] = seen
+    assert path.startswith("/proc/self/fd/") and data == cubin
+    assert function == "triton_red_fused_0"
+
+
 def test_a_launch_record_that_cannot_be_made_is_a_reason_at_load_not_an_error():
     # recording is best effort: precompile never fails on it, the load says why it compiles
     assert _compat.triton_launch_records(["triton_poi_fused_0"]) == {

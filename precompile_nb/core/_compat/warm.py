@@ -158,6 +158,26 @@ def load_cubin(path: str, function: str, shared: int, device_index: int) -> Any:
         raise OSError(f"cannot load kernel {function} from {path}: {e}") from e
 
 
+def cubins_from_memory() -> bool:
+    """Whether load_cubin_bytes can hand the CUDA driver a cubin held in memory (Linux: an
+    anonymous memory file, os.memfd_create, opened by the driver through /proc/self/fd)."""
+    return hasattr(os, "memfd_create") and os.path.isdir("/proc/self/fd")
+
+
+def load_cubin_bytes(data: Any, function: str, shared: int, device_index: int) -> Any:
+    """load_cubin of a cubin's bytes (Note [cubins from memory] in core/load.py): written to
+    an anonymous memory file that the driver reads by its /proc/self/fd path (cuModuleLoad
+    opens a path; torch's static launcher takes nothing else); closed once loaded."""
+    fd = os.memfd_create("precompile_nb_cubin", getattr(os, "MFD_CLOEXEC", 0))
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        return load_cubin(f"/proc/self/fd/{fd}", function, shared, device_index)
+    finally:
+        os.close(fd)
+
+
 def launch_cubin() -> Callable[..., None]:
     """_launch_kernel(function, grid_x, grid_y, grid_z, num_warps, shared, arg_types, args,
     stream) of torch's static CUDA launcher (2.8+)."""
