@@ -103,7 +103,9 @@ def gpu_rows() -> list[tuple[str, str, str]]:
          _s(med["nb_cold"]), src),
         ("GPT step, cold, in that run: torch.compile compile + first step", _s(med["tc_cold"]),
          src),
-    ] + cold_rows() + zoo_cold_rows() + [zoo_cold_round12_row(), effnet_warm_round13_row()]
+    ] + cold_rows() + zoo_cold_rows() + [zoo_cold_round12_row(), zoo_cold_round14_row(),
+                                          effnet_warm_round13_row(), effnet_warm_round14_row(),
+                                          convnext_warm_round14_row()]
 
 
 _COLD_NAMES = {"gpt_step": "GPT step", "transformer_train": "transformer training step",
@@ -182,13 +184,11 @@ def zoo_cold_round12_row() -> tuple[str, str, str]:
             "benchmarks/results/h200_round12/")
 
 
-def effnet_warm_round13_row() -> tuple[str, str, str]:
-    """efficientnet_b0's training step on the H200: load + first call over eager's own first
-    call, depthwise convolutions in NCHW (Note [depthwise convolutions of a CUDA training step
-    run in NCHW]) against every convolution in channels_last, and the steady step over eager's
-    (h200_round13/)."""
-    src = "benchmarks/results/h200_round13/conv_layout_train_effnet.json"
-    r = json.loads((ROOT / src).read_text())["timm_efficientnet"]
+def conv_warm_row(src: str, model: str, layouts: tuple[str, str], what: str,
+                  ) -> tuple[str, str, str]:
+    """A CNN's training step on the H200 (conv_layout.py): load + first call over eager's own
+    first call in NCHW, and the steady step over eager's, for two layouts."""
+    r = json.loads((ROOT / src).read_text())[model]
     eager = r["eager_clFalse"]["first_call_s"]
 
     def warm(layout: str) -> str:
@@ -196,21 +196,67 @@ def effnet_warm_round13_row() -> tuple[str, str, str]:
         return (f"{(ld['load_s'] + ld['first_call_s']) / eager:.2f} (steady "
                 f"{ld['steady_nb_s'] / ld['steady_eager_s']:.2f})")
 
-    return ("efficientnet_b0 training step (real size), fresh process: load + first call / "
-            "eager's own first call (steady / eager's), depthwise convolutions in NCHW, as "
-            "now / all channels_last, as before", f"{warm('default')} / {warm('cl_depthwise')}",
-            src)
+    return (what, " / ".join(warm(x) for x in layouts), src)
 
 
-def cpu_vs_ref_round13_row() -> tuple[str, str, str]:
-    """Cold precompile against torch 2.14.1's own, both on torch 2.14.1 (cpu_round13/)."""
-    src = "benchmarks/results/cpu_round13/cold_vs_ref_torch2.14.1.json"
+def effnet_warm_round13_row() -> tuple[str, str, str]:
+    """Note [depthwise convolutions of a CUDA training step run in NCHW] against every
+    convolution in channels_last (h200_round13/)."""
+    return conv_warm_row(
+        "benchmarks/results/h200_round13/conv_layout_train_effnet.json", "timm_efficientnet",
+        ("default", "cl_depthwise"),
+        "efficientnet_b0 training step (real size), fresh process: load + first call / eager's "
+        "own first call (steady / eager's), depthwise convolutions in NCHW, as now / all "
+        "channels_last, as before")
+
+
+def convnext_warm_round14_row() -> tuple[str, str, str]:
+    """The NCHW rule widened to 7x7 kernels, against round 13's 5x5 bound (h200_round14/)."""
+    return conv_warm_row(
+        "benchmarks/results/h200_round14/conv_layout_train_convnext.json", "timm_convnext",
+        ("dw7_nchw", "default"),
+        "ConvNeXt tiny training step (real size), fresh process: load + first call / eager's "
+        "own first call in NCHW (steady / eager's), 7x7 depthwise convolutions in NCHW, as now "
+        "/ in channels_last, as before")
+
+
+def effnet_warm_round14_row() -> tuple[str, str, str]:
+    """warm_first_call.py's ratio for efficientnet_b0's training step, cubins from memory
+    (h200_round14/)."""
+    src = "benchmarks/results/h200_round14/effnet_train_warm_first_call.json"
+    r = json.loads((ROOT / src).read_text())["results"]["timm_efficientnet"]
+    loads = ", ".join(f"{w['load_s']:.3f}" for w in r["warm"])
+    return ("efficientnet_b0 training step (real size), fresh process, round 14: load + first "
+            "call / eager's own first call, medians of 3; load s of the three runs",
+            f"{r['ratio']:.2f}; {loads}", src)
+
+
+def zoo_cold_round14_row() -> tuple[str, str, str]:
+    """Cold precompile against torch.compile on zoo training steps, round 14's two device
+    calls: the ratio of the means of each tool's runs (h200_round14/)."""
+    runs = [json.loads((RESULTS / "h200_round14" / f).read_text())
+            for f in ("cold_call3.json", "cold_call4.json")]
+    names, ratios = [], []
+    for case in ("gpt2", "timm_vit", "bert", "llama", "t5"):
+        mean = {tool: statistics.mean(x["total"] for r in runs
+                                      for x in r.get(f"{case}:train:real:{tool}", ()))
+                for tool in ("nb", "tc")}
+        names.append(case)
+        ratios.append(f"{mean['nb'] / mean['tc']:.2f}")
+    return (f"zoo training steps (real size), cold, round 14: precompile / torch.compile, "
+            f"means of 1-2 runs each: {', '.join(names)}", ", ".join(ratios),
+            "benchmarks/results/h200_round14/")
+
+
+def cpu_vs_ref_row(src: str, label: str) -> tuple[str, str, str]:
+    """Cold precompile against torch 2.14.1's own, both on torch 2.14.1 (cold_profile.py --vs
+    nb,ref)."""
     rows = json.loads((ROOT / src).read_text())["rows"]
     ratios = [statistics.median(x["wall_s"] for x in rows[w]["nb"])
               / statistics.median(x["wall_s"] for x in rows[w]["ref"])
               for w in ("cnn_bn_train", "transformer_train")]
     return ("cold precompile on torch 2.14.1, precompile_nb / torch 2.14.1's precompile, "
-            "medians of 3 (CNN + BatchNorm, transformer training steps), round 13",
+            f"medians of 3 (CNN + BatchNorm, transformer training steps), {label}",
             ", ".join(f"{x:.2f}" for x in ratios), src)
 
 
@@ -230,7 +276,10 @@ def render() -> str:
     meta, cpu = cpu_rows()
     cpu.append(call_overhead_row())
     cpu.append(kernel_reuse_row())
-    cpu.append(cpu_vs_ref_round13_row())
+    cpu.append(cpu_vs_ref_row("benchmarks/results/cpu_round13/cold_vs_ref_torch2.14.1.json",
+                              "round 13"))
+    cpu.append(cpu_vs_ref_row("benchmarks/results/cpu_round14/cold_vs_torch2.14.1.json",
+                              "round 14 (ISA probes at once)"))
     lines = [
         "# Headline numbers",
         "",
