@@ -119,3 +119,28 @@ def test_triton_group_files_point_at_where_the_cache_installs_them(tmp_path, mon
         assert os.path.exists(path)
     # installing again finds everything in place
     assert cache_mod.install(files, 0) == (0, 3)
+
+
+@pytest.mark.parametrize("text", [
+    "{'a': [1, -2.5, None, True], 'b': (1, 'x'), 'c': {3}, 'd': {'e': []}}", "[]", "-1",
+    "'" + "x" * 10 + "'", "[" + ", ".join(f"{{'k': {i}}}" for i in range(300)) + "]"])
+def test_a_records_literal_read_fast_is_the_value_literal_eval_reads(text):
+    # Note [literals read as bytecode]: the same value as ast.literal_eval, without Python
+    # AST objects
+    import ast
+    import importlib
+
+    load_mod = importlib.import_module("precompile_nb.core.load")
+    assert load_mod._constant_value(text) == (True, ast.literal_eval(text))
+
+
+@pytest.mark.parametrize("text", [
+    "__import__('os').getcwd()", "[1] * 3", "{1: x for x in ()}", "(lambda: 1)()", "x",
+    "'a'.upper()", "{[1]: 2}", "1 +"])
+def test_a_record_that_is_more_than_a_literal_is_never_evaluated_to_read_it(text):
+    # anything that reads a name, calls, computes or holds code is left to ast.literal_eval,
+    # which refuses it
+    import importlib
+
+    load_mod = importlib.import_module("precompile_nb.core.load")
+    assert load_mod._constant_value(text) == (False, None)
