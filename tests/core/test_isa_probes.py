@@ -62,3 +62,29 @@ def test_a_first_precompile_probes_the_isas_at_once_with_the_one_by_one_answers(
     cache = (tmp_path / "at_once.cache").read_bytes()
     warm = fresh_load(tmp_path, code, cache, m, (x,), m(x).relu().detach(), "cache")
     assert warm["match"] and warm["load"]["used"] and warm["cpp_builds"] == 0, warm
+
+
+def test_a_graph_without_cpp_kernels_probes_nothing(tmp_path):
+    # a lone Linear is one library call (addmm): Inductor never asks for the CPU's ISAs, and
+    # precompile starts no probe for it either (it used to, and waited for them)
+    r = run_fresh("""
+        import json, threading, warnings
+        warnings.simplefilter("ignore")
+        import torch
+        from torch._inductor import cpu_vec_isa
+        from precompile_nb import precompile
+        started = []
+        _start = threading.Thread.start
+        def _spy(self):
+            started.append(self.name)
+            return _start(self)
+        threading.Thread.start = _spy
+        code, _ = precompile(lambda m, x: m(x), torch.nn.Linear(8, 4), torch.randn(3, 8))
+        print(json.dumps({"cpp": code.count("cpp_pybinding("),
+                          "probed": cpu_vec_isa.valid_vec_isa_list.cache_info().currsize,
+                          "probe_threads": [n for n in started if "ISA probe" in n]}))
+    """, cwd=str(ROOT), env={"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"),
+                             "PRECOMPILE_NB_KERNEL_REUSE": "0"})
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert json.loads(r.stdout.strip().splitlines()[-1]) == {
+        "cpp": 0, "probed": 0, "probe_threads": []}

@@ -12,6 +12,8 @@ of its modules holds it:
   inductor.py  lowering and the compile-path load: AOTAutograd + Inductor, caches, Triton
   conv_layout.py  which convolution layouts Inductor is given, at lowering
   cpp_runs.py  the order of a CPU graph's scheduled nodes: C++ kernels in fewer runs
+  isa_probes.py  Inductor's CPU ISA probes, run at once
+  kernel_store.py  C++ kernels kept between processes and reused
   scoped_patch.py  a torch function replaced while some thread needs it
   compile_pool.py  Inductor's Triton compile workers, started and warmed with the capture
   autotune.py  tuning a compiled CUDA graph at several sizes, at lowering
@@ -20,9 +22,10 @@ of its modules holds it:
   warm.py      the warm load, without the compiler stack
   realdata.py  data guards: fake tensors with real values, the decisions taken from them
   answers.py   what torch's compiler flags answer on the tracing thread while capture traces
-warm, inductor, conv_layout, cpp_runs, scoped_patch, compile_pool, kernel_store, autotune and
-pieces are imported with the door (a load runs on them; none imports the compiler at import);
-tracing, parallel, realdata and answers at the first use of one of their names (`_LAZY`).
+warm, inductor, conv_layout, cpp_runs, isa_probes, scoped_patch, compile_pool, kernel_store,
+autotune and pieces are imported with the door (a load runs on them; none imports the compiler
+at import); tracing, parallel, realdata and answers at the first use of one of their names
+(`_LAZY`).
 """
 from __future__ import annotations
 
