@@ -29,21 +29,26 @@ _FIRST_PRECOMPILE = """
         return _start(self)
     threading.Thread.start = _spy
     torch.manual_seed(0)
-    m, x = mlp(), torch.randn(5, 8)
-    code, cache = precompile(lambda m, x: m(x).relu(), m, x)
+    code, cache = precompile({fn}, {args})
     threading.Thread.start = _start
     open({out!r} + ".py", "w").write(code)
     open({out!r} + ".cache", "wb").write(cache)
-    print(json.dumps({{"isas": [str(i) for i in cpu_vec_isa.valid_vec_isa_list()],
+    print(json.dumps({{"probed": cpu_vec_isa.valid_vec_isa_list.cache_info().currsize,
+                      "cpp": code.count("cpp_pybinding("),
+                      "isas": [str(i) for i in cpu_vec_isa.valid_vec_isa_list()],
                       "probe_threads": [n for n in started if "ISA probe" in n]}}))
 """
+_MLP = ("lambda m, x: m(x).relu()", "mlp(), torch.randn(5, 8)")
 
 
-def _first_precompile(tmp: Path, name: str, env: dict) -> dict:
+def _first_precompile(tmp: Path, name: str, env: dict, graph: tuple[str, str] = _MLP) -> dict:
+    """A fresh process's first precompile of `graph` (fn, args as source): what it probed
+    (before the report asks), its C++ kernels, the ISAs and the probe threads started."""
     out = str(tmp / name)
-    r = run_fresh(_FIRST_PRECOMPILE.format(out=out), cwd=str(ROOT), env={
-        "TORCHINDUCTOR_CACHE_DIR": str(tmp / f"{name}_inductor"),
-        "PRECOMPILE_NB_KERNEL_REUSE": "0", **env})
+    r = run_fresh(_FIRST_PRECOMPILE.format(out=out, fn=graph[0], args=graph[1]),
+                  cwd=str(ROOT), env={
+                      "TORCHINDUCTOR_CACHE_DIR": str(tmp / f"{name}_inductor"),
+                      "PRECOMPILE_NB_KERNEL_REUSE": "0", **env})
     assert r.returncode == 0, r.stderr[-3000:]
     return json.loads(r.stdout.strip().splitlines()[-1])
 
@@ -67,24 +72,7 @@ def test_a_first_precompile_probes_the_isas_at_once_with_the_one_by_one_answers(
 def test_a_graph_without_cpp_kernels_probes_nothing(tmp_path):
     # a lone Linear is one library call (addmm): Inductor never asks for the CPU's ISAs, and
     # precompile starts no probe for it either (it used to, and waited for them)
-    r = run_fresh("""
-        import json, threading, warnings
-        warnings.simplefilter("ignore")
-        import torch
-        from torch._inductor import cpu_vec_isa
-        from precompile_nb import precompile
-        started = []
-        _start = threading.Thread.start
-        def _spy(self):
-            started.append(self.name)
-            return _start(self)
-        threading.Thread.start = _spy
-        code, _ = precompile(lambda m, x: m(x), torch.nn.Linear(8, 4), torch.randn(3, 8))
-        print(json.dumps({"cpp": code.count("cpp_pybinding("),
-                          "probed": cpu_vec_isa.valid_vec_isa_list.cache_info().currsize,
-                          "probe_threads": [n for n in started if "ISA probe" in n]}))
-    """, cwd=str(ROOT), env={"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"),
-                             "PRECOMPILE_NB_KERNEL_REUSE": "0"})
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert json.loads(r.stdout.strip().splitlines()[-1]) == {
+    r = _first_precompile(tmp_path, "linear", {}, (
+        "lambda m, x: m(x)", "torch.nn.Linear(8, 4), torch.randn(3, 8)"))
+    assert {k: r[k] for k in ("cpp", "probed", "probe_threads")} == {
         "cpp": 0, "probed": 0, "probe_threads": []}
