@@ -14,6 +14,7 @@ of its modules holds it:
   cpp_runs.py  the order of a CPU graph's scheduled nodes: C++ kernels in fewer runs
   isa_probes.py  Inductor's CPU ISA probes, run at once
   kernel_store.py  C++ kernels kept between processes and reused
+  stack_frames.py  make_fx's node stack traces, each frame's line read only when kept
   scoped_patch.py  a torch function replaced while some thread needs it
   compile_pool.py  Inductor's Triton compile workers, started and warmed with the capture
   autotune.py  tuning a compiled CUDA graph at several sizes, at lowering
@@ -24,8 +25,8 @@ of its modules holds it:
   answers.py   what torch's compiler flags answer on the tracing thread while capture traces
 warm, inductor, conv_layout, cpp_runs, isa_probes, scoped_patch, compile_pool, kernel_store,
 autotune and pieces are imported with the door (a load runs on them; none imports the compiler
-at import); tracing, parallel, realdata and answers at the first use of one of their names
-(`_LAZY`).
+at import); tracing (with stack_frames), parallel, realdata and answers at the first use of one
+of their names (`_LAZY`).
 """
 from __future__ import annotations
 

@@ -24,7 +24,8 @@ class ScopedPatch:
     original back when the last one leaves; where `get()` finds none (None) it is left alone.
     The replacement must ask `patch.on()`, which is True only on a thread inside, and
     otherwise do what the original does: other threads (a user's torch.compile beside a
-    precompile) see torch's own behaviour."""
+    precompile) see torch's own behaviour. (A replacement whose results are the original's,
+    only cheaper, may serve every thread: stack_frames.py's.)"""
 
     def __init__(self, get: Callable[[], Any], put: Callable[[Any], None],
                  wrap: Callable[[Any, ScopedPatch], Any]) -> None:

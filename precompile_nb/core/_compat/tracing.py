@@ -13,6 +13,7 @@ import torch
 from torch.fx.experimental.proxy_tensor import make_fx as _make_fx
 
 from .answers import _answering_on_this_thread, _compiler_answers, _marked
+from .stack_frames import stack_lines_read_when_kept
 
 
 def make_fx_trace(fn: Callable, inputs: Sequence[Any], *, decompositions, fake_mode=None,
@@ -38,7 +39,7 @@ def make_fx_trace(fn: Callable, inputs: Sequence[Any], *, decompositions, fake_m
         record_module_stack=True,
         record_stack_traces=True,
     )
-    with _user_stack_traces(user_fn or fn):
+    with _user_stack_traces(user_fn or fn), stack_lines_read_when_kept():
         if fake_mode is None:
             return tracer(*inputs)
         with fake_mode:
