@@ -203,8 +203,9 @@ def _lower_inductor_once(c: Captured, t0: float, may_assume: bool,
                          asked: list[dict[int, int]]) -> Lowered:
     # Note [data guards]: with them, BatchNorm's statistics are written by the driver too
     # (after the graph passed its checks), not inside the compiled graph
-    fgm = _compat.functionalize(c.graph, c.fake_inputs,
-                                batch_norm=bool(c.convention.data_guards))
+    fgm = _compat.functionalize(c.graph, c.fake_inputs,  # Note [1x1 convolutions as matrix
+                                batch_norm=bool(c.convention.data_guards),  # products]
+                                rewrites=_compat.conv_1x1_table(c.graph))
     outputs, mutations, grads, written = _mutations_and_aliases_to_driver(
         c, fgm, writes_in_graph=not (c.convention.data_guards or _compat.may_stop_midway(fgm)))
     unread = _drop_unread_inputs(c, fgm)

@@ -11,6 +11,7 @@ of its modules holds it:
   tracing.py   capture: make_fx, fake tensors, symbolic sizes, marks, autocast, RNG, DTensor
   inductor.py  lowering and the compile-path load: AOTAutograd + Inductor, caches, Triton
   conv_layout.py  which convolution layouts Inductor is given, at lowering
+  conv_as_mm.py  a CUDA graph's 1x1 convolutions as matrix products, at lowering
   cpp_runs.py  the order of a CPU graph's scheduled nodes: C++ kernels in fewer runs
   isa_probes.py  Inductor's CPU ISA probes, run at once
   kernel_store.py  C++ kernels kept between processes and reused
@@ -25,8 +26,8 @@ of its modules holds it:
   answers.py   what torch's compiler flags answer on the tracing thread while capture traces
 warm, inductor, conv_layout, cpp_runs, isa_probes, scoped_patch, compile_pool, kernel_store,
 autotune and pieces are imported with the door (a load runs on them; none imports the compiler
-at import); tracing (with stack_frames), parallel, realdata and answers at the first use of one
-of their names (`_LAZY`).
+at import); tracing (with stack_frames), conv_as_mm, parallel, realdata and answers at the
+first use of one of their names (`_LAZY`).
 """
 from __future__ import annotations
 
@@ -124,6 +125,7 @@ _LAZY_NAMES: dict[str, tuple[str, ...]] = {
     ),
 }
 _LAZY: dict[str, tuple[str, str]] = {
+    "conv_1x1_table": ("conv_as_mm", "table_for"),
     "data_decisions": ("realdata", "decisions"),
     "insert_data_checks": ("realdata", "insert_checks"),
     "is_random_op": ("realdata", "is_random"),

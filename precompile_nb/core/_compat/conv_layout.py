@@ -95,6 +95,16 @@ def has_depthwise_conv_and_no_backward(gm: torch.fx.GraphModule) -> bool:
     return depthwise
 
 
+def has_nchw_depthwise_conv(gm: torch.fx.GraphModule) -> bool:
+    """A depthwise convolution of a kernel the NCHW rules act on (at most 7x7): on CUDA it
+    runs in NCHW, in inference (Note [depthwise convolutions keep NCHW]) and, unless that
+    rule is off, in training (Note [depthwise convolutions of a CUDA training step run in
+    NCHW])."""
+    conv = torch.ops.aten.convolution.default
+    return any(n.op == "call_function" and n.target is conv and len(n.args) > 8
+               and _depthwise(n.args[1], n.args[8], _NCHW_MAX_KERNEL) for n in gm.graph.nodes)
+
+
 def _depthwise(weight: Any, groups: Any, max_kernel: int | None = None) -> bool:
     """A depthwise convolution's weight ([C_out, 1, *kernel], groups > 1; with `max_kernel`,
     a 2-D one whose kh and kw are at most that): an FX node (its meta value) or an Inductor IR

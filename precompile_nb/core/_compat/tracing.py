@@ -436,12 +436,14 @@ def storage_key(t: torch.Tensor) -> Any:
 
 
 def functionalize(gm: torch.fx.GraphModule, fake_inputs: Sequence[Any], *,
-                  batch_norm: bool = False) -> torch.fx.GraphModule:
+                  batch_norm: bool = False, rewrites: dict | None = None,
+                  ) -> torch.fx.GraphModule:
     """Re-trace `gm` functionally (what AOTAutograd does first): mutations become copy_ into
     placeholders at the end of the graph; views stay views. `batch_norm`: aten.native_batch_norm,
     whose schema does not say that it writes the running statistics, is decomposed into the op
     whose schema does (torch._decomp's table, 2.11-2.15), so those writes move to the end too
-    (AOTAutograd does the same through Inductor's decompositions)."""
+    (AOTAutograd does the same through Inductor's decompositions). `rewrites`: decompositions
+    of functional ops applied in the same re-trace (conv_as_mm.table_for)."""
     from torch._decomp import get_decompositions
 
     from torch._guards import detect_fake_mode
@@ -454,7 +456,7 @@ def functionalize(gm: torch.fx.GraphModule, fake_inputs: Sequence[Any], *,
             gm = _make_fx(gm, decomposition_table=table, tracing_mode="real",
                           _allow_non_fake_inputs=True)(*fake_inputs)
         fn = torch.func.functionalize(gm, remove="mutations")
-        return _make_fx(fn, decomposition_table=_explicit_table(None), tracing_mode="real",
+        return _make_fx(fn, decomposition_table=_explicit_table(rewrites), tracing_mode="real",
                         _allow_non_fake_inputs=True)(*fake_inputs)
 
 
