@@ -105,7 +105,8 @@ def gpu_rows() -> list[tuple[str, str, str]]:
          src),
     ] + cold_rows() + zoo_cold_rows() + [zoo_cold_round12_row(), zoo_cold_round14_row(),
                                           effnet_warm_round13_row(), effnet_warm_round14_row(),
-                                          convnext_warm_round14_row()]
+                                          convnext_warm_round14_row(), *effnet_round15_rows(),
+                                          zoo_cold_round15_row()]
 
 
 _COLD_NAMES = {"gpt_step": "GPT step", "transformer_train": "transformer training step",
@@ -229,6 +230,38 @@ def effnet_warm_round14_row() -> tuple[str, str, str]:
     return ("efficientnet_b0 training step (real size), fresh process, round 14: load + first "
             "call / eager's own first call, medians of 3; load s of the three runs",
             f"{r['ratio']:.2f}; {loads}", src)
+
+
+def effnet_round15_rows() -> list[tuple[str, str, str]]:
+    """efficientnet_b0's training step with its 1x1 convolutions as matrix products and
+    without (warm_first_call.py's ratio, steady_pairs.py's step / eager's; h200_round15/)."""
+    base = ROOT / "benchmarks" / "results" / "h200_round15"
+    out = []
+    for label, tag, steady, key in (
+            ("as matrix products (this tree)", "on", "steady_effnet_train_on.json", "on"),
+            ("all to cuDNN (the switch off)", "off",
+             "steady_effnet_train_cl_products_vs_off.json", "off")):
+        src = f"benchmarks/results/h200_round15/effnet_train_warm_conv1x1_{tag}.json"
+        r = json.loads((ROOT / src).read_text())["results"]["timm_efficientnet"]
+        st = json.loads((base / steady).read_text())["median_ms"][f"{key}/eager"]
+        out.append((f"efficientnet_b0 training step (real size), fresh process, round 15, 1x1 "
+                    f"convolutions {label}: load + first call / eager's own first call, "
+                    "medians of 2 (steady step / eager's)", f"{r['ratio']:.2f} (steady {st:.2f})",
+                    src))
+    return out
+
+
+def zoo_cold_round15_row() -> tuple[str, str, str]:
+    """Cold precompile against torch.compile on three more zoo training steps (round 15, one
+    run each; the call's limit cut distilbert's torch.compile row)."""
+    src = "benchmarks/results/h200_round15/cold_call1.json"
+    rows = json.loads((ROOT / src).read_text())
+    parts = []
+    for case in ("timm_deit", "hf_vit"):
+        nb, tc = rows[f"{case}:train:real:nb"][0], rows[f"{case}:train:real:tc"][0]
+        parts.append(f"{case} {nb['total'] / tc['total']:.2f}")
+    return ("zoo training steps (real size), round 15, cold: precompile / torch.compile compile "
+            "+ first call, one run each", ", ".join(parts), src)
 
 
 def zoo_cold_round14_row() -> tuple[str, str, str]:
