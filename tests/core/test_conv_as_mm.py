@@ -1,5 +1,6 @@
-"""Note [1x1 convolutions as matrix products]: the rewrite's values are aten's, and it applies
-to a CUDA graph's plain 1x1 convolutions in bf16 / fp16 alone."""
+"""Note [1x1 convolutions as matrix products]: the rewrite's values and layouts are aten's, and
+it applies to the plain bf16 / fp16 1x1 convolutions of a depthwise-separable CNN's CUDA graph
+alone."""
 from __future__ import annotations
 
 import pytest

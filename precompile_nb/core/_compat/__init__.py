@@ -11,7 +11,7 @@ of its modules holds it:
   tracing.py   capture: make_fx, fake tensors, symbolic sizes, marks, autocast, RNG, DTensor
   inductor.py  lowering and the compile-path load: AOTAutograd + Inductor, caches, Triton
   conv_layout.py  which convolution layouts Inductor is given, at lowering
-  conv_as_mm.py  a CUDA graph's 1x1 convolutions as matrix products, at lowering
+  conv_as_mm.py  a depthwise-separable CNN's 1x1 convolutions as matrix products (CUDA)
   cpp_runs.py  the order of a CPU graph's scheduled nodes: C++ kernels in fewer runs
   isa_probes.py  Inductor's CPU ISA probes, run at once
   kernel_store.py  C++ kernels kept between processes and reused

@@ -1,6 +1,6 @@
-"""A CUDA graph's 1x1 convolutions as matrix products, forward and backward, written into the
-functional graph before Inductor sees it (Note [1x1 convolutions as matrix products]);
-checked on 2.11 (GPU), 2.13 and 2.15.
+"""A depthwise-separable CNN's 1x1 convolutions as matrix products on CUDA, forward and
+backward, written into the functional graph before Inductor sees it (Note [1x1 convolutions
+as matrix products]); checked on 2.11 (GPU), 2.13 and 2.15.
 """
 from __future__ import annotations
 
@@ -16,29 +16,27 @@ from .scoped_patch import switched_off
 #   channels: out[n, :, h, w] = weight[:, :, 0, 0] @ x[n, :, h, w]. cuDNN runs it as a
 #   convolution, and a process's first call of each convolution shape costs cuDNN's plan
 #   set-up, milliseconds per shape and direction: efficientnet_b0's training step spends most
-#   of its first call there (its depthwise convolutions run in NCHW with aten's own kernel,
-#   Note [depthwise convolutions keep NCHW]), eager and a warm precompile alike. A matrix
-#   product's first call costs cuBLAS a heuristic look-up, microseconds. So in a CUDA graph,
-#   each such convolution in bf16 / fp16 is rewritten as what Inductor's own
-#   config.conv_1x1_as_mm lowers it to (channels last, a view of the product), and each such
-#   convolution_backward as its two products and a sum (the gradients of input, weight,
-#   bias that autograd asked for), each result in the layout eager's has (the input's): in
-#   NCHW a product per image, (K, C) @ (C, H*W), in channels_last one over all pixels,
-#   (N*H*W, C) @ (C, K), no copies in either. (Written channels_last whatever the input's
-#   layout, as Inductor's own rewrite is, the results led the depthwise convolutions after
-#   them into channels_last, whose cuDNN first call is seconds: efficientnet_b0's warm first
-#   call went from 0.7 to 12 s.) float32 is left to cuDNN: its convolutions run in TF32 by
-#   default, a float32 matmul does not. Where a rewritten value could reach the user in other
-#   strides than eager's (a convolution's result that is a result of fn, an input's gradient
-#   where the convolution reads one of fn's inputs), the graph is left as it is.
-#   Where: graphs of a depthwise-separable CNN (a depthwise convolution of at most 7x7), whose
-#   depthwise convolutions run in NCHW on CUDA (Notes [depthwise convolutions keep NCHW],
-#   [depthwise convolutions of a CUDA training step run in NCHW]), so the products keep the
-#   chain in NCHW. Measured (benchmarks/results/h200_round15): efficientnet_b0's training
-#   step, warm load + first call 1.29x -> 0.84x eager's first call (first call 722 -> 369 ms),
-#   steady step 0.72x -> 0.49x eager's, 345 -> 222 Triton kernels. A CNN without depthwise
-#   convolutions (ResNet's bottlenecks), which Inductor lays out channels_last, is left to
-#   cuDNN: not measured with the products. PRECOMPILE_NB_CONV1X1_AS_MM=0 turns it off.
+#   of its first call there, eager and a warm precompile alike. A matrix product's first call
+#   costs cuBLAS a heuristic look-up, microseconds. So in the graph of a depthwise-separable
+#   CNN on CUDA (one with a depthwise convolution of at most 7x7: its depthwise convolutions
+#   run in NCHW, Notes [depthwise convolutions keep NCHW] and [depthwise convolutions of a CUDA
+#   training step run in NCHW]), each such convolution in bf16 / fp16 with static sizes is
+#   rewritten in the functional re-trace as products, and each such convolution_backward as
+#   its products and a sum (the gradients of input, weight, bias that autograd asked for).
+#   Each result is in the layout eager's has (the input's), with no copies: in NCHW a product
+#   per image, (K, C) @ (C, H*W); in channels_last one over all pixels, (N*H*W, C) @ (C, K).
+#   (Written channels_last whatever the input's layout, as Inductor's own
+#   config.conv_1x1_as_mm writes it, the results led the depthwise convolutions after them
+#   into channels_last, whose cuDNN first call costs seconds: efficientnet_b0's warm first call
+#   went from 0.7 to 12 s.) float32 is left to cuDNN: its convolutions run in TF32 by default,
+#   a float32 matmul does not. Where a rewritten value could reach the user in other strides
+#   than eager's (a convolution's result that is a result of fn, an input's gradient where the
+#   convolution reads one of fn's inputs), the graph is left as it is. Measured
+#   (benchmarks/results/h200_round15): efficientnet_b0's training step, warm load + first call
+#   1.29x -> 0.84x eager's first call (first call 722 -> 369 ms), steady step 0.72x -> 0.49x
+#   eager's, 345 -> 222 Triton kernels. A CNN without depthwise convolutions (ResNet's
+#   bottlenecks), which Inductor lays out channels_last, is left to cuDNN: not measured with
+#   the products. PRECOMPILE_NB_CONV1X1_AS_MM=0 turns it off.
 ENV = "PRECOMPILE_NB_CONV1X1_AS_MM"
 _HALF = (torch.bfloat16, torch.float16)
 
