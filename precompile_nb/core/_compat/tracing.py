@@ -13,6 +13,7 @@ import torch
 from torch.fx.experimental.proxy_tensor import make_fx as _make_fx
 
 from .answers import _answering_on_this_thread, _compiler_answers, _marked
+from .scoped_patch import switched_off
 from .stack_frames import stack_lines_read_when_kept
 
 
@@ -448,7 +449,8 @@ def functionalize(gm: torch.fx.GraphModule, fake_inputs: Sequence[Any], *,
 
     from torch._guards import detect_fake_mode
 
-    if not batch_norm and not rewrites and _nothing_to_functionalize(gm):
+    if not batch_norm and not rewrites and _nothing_to_functionalize(gm) and \
+            not switched_off("PRECOMPILE_NB_FUNCTIONAL_COPY"):
         return _graph_copy(gm)  # Note [a functional graph is not traced again]
     fake_mode = detect_fake_mode(fake_inputs)
     with fake_mode:
@@ -467,10 +469,11 @@ def functionalize(gm: torch.fx.GraphModule, fake_inputs: Sequence[Any], *,
 #   copy_ at the end. A graph that writes nothing (no op whose schema says it writes, no
 #   BatchNorm, whose schema does not say it writes its running statistics, only ATen ops)
 #   comes out of that re-trace as it went in, so it is copied instead: the captured graph
-#   stays untouched for what reads it later. The zoo's bert and llama training steps write
-#   nothing: on the development machine their re-trace took 0.44-1.01 s and 0.32-0.54 s
-#   (the first in a process the longer), the copy 0.02-0.04 s (the H200 rows of round 14 spent
-#   0.8 and 0.5 s there). A step with an in-place op or a BatchNorm is traced as before.
+#   stays untouched for what reads it later. The zoo's bert, llama and gpt2 training steps
+#   write nothing: on the development machine their re-trace took 0.42, 0.35 and 0.36 s, the
+#   copy 0.03-0.04 s (benchmarks/results/cpu_round15; the H200 rows of round 14 spent 0.8, 0.5
+#   and 0.4 s there). A step with an in-place op or a BatchNorm is traced as before.
+#   PRECOMPILE_NB_FUNCTIONAL_COPY=0 re-traces every graph (benchmarks/before_lowering.py).
 _WRITES_UNSAID = ("native_batch_norm", "_native_batch_norm_legit", "cudnn_batch_norm",
                   "miopen_batch_norm", "_batch_norm_impl_index", "batch_norm")
 
