@@ -106,11 +106,6 @@ def _lower_eager(c: Captured) -> Lowered:
                    files=(), seconds=time.perf_counter() - t0)
 
 
-# BatchNorm ops whose schema does not say that they write the running statistics (training):
-# functionalization leaves those writes where they are
-_BN_WRITES = {"native_batch_norm", "cudnn_batch_norm", "miopen_batch_norm"}
-
-
 def _batch_norm_writes_at_end(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     """Each training BatchNorm updates copies of the running statistics it reads from graph
     inputs, copied into them at the graph's end (the same kernel, so eager's numbers)."""
@@ -118,7 +113,8 @@ def _batch_norm_writes_at_end(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     out = next(n for n in reversed(g.nodes) if n.op == "output")
     for n in list(g.nodes):
         if (n.op != "call_function" or not isinstance(n.target, torch._ops.OpOverload)
-                or n.target.__name__.split(".")[0] not in _BN_WRITES or len(n.args) < 6
+                or n.target.__name__.split(".")[0] not in _compat.BATCH_NORM_WRITES_UNSAID
+                or len(n.args) < 6
                 or not n.args[5]):
             continue
         args = list(n.args)

@@ -124,7 +124,7 @@ def table_for(gm: torch.fx.GraphModule) -> dict | None:
             inductor_config.force_layout_optimization or not has_nchw_depthwise_conv(gm):
         return None
     aten = torch.ops.aten
-    outputs = _output_nodes(gm)
+    outputs = set(next(n for n in reversed(gm.graph.nodes) if n.op == "output").all_input_nodes)
     found = False
     for n in gm.graph.nodes:
         if n.op != "call_function" or n.target not in (aten.convolution.default,
@@ -147,9 +147,3 @@ def table_for(gm: torch.fx.GraphModule) -> dict | None:
     return {aten.convolution.default: convolution,
             aten.convolution_backward.default: convolution_backward}
 
-
-def _output_nodes(gm: torch.fx.GraphModule) -> set[torch.fx.Node]:
-    out = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
-    found: set[torch.fx.Node] = set()
-    torch.fx.node.map_arg(out.args, lambda a: found.add(a) or a)
-    return found

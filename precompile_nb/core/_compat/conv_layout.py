@@ -83,16 +83,9 @@ def layout_optimized(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) ->
 def has_depthwise_conv_and_no_backward(gm: torch.fx.GraphModule) -> bool:
     """A convolution whose groups equal its input channels (weight [C_out, 1, kh, kw],
     groups > 1), and no convolution_backward: an inference graph of a depthwise CNN."""
-    aten = torch.ops.aten
-    depthwise = False
-    for n in gm.graph.nodes:
-        if n.op != "call_function":
-            continue
-        if n.target is aten.convolution_backward.default:
-            return False
-        if n.target is aten.convolution.default and len(n.args) > 8:
-            depthwise |= _depthwise(n.args[1], n.args[8])
-    return depthwise
+    backward = torch.ops.aten.convolution_backward.default
+    return (not any(n.op == "call_function" and n.target is backward for n in gm.graph.nodes)
+            and _has_depthwise_conv(gm))
 
 
 def has_nchw_depthwise_conv(gm: torch.fx.GraphModule) -> bool:
@@ -100,9 +93,13 @@ def has_nchw_depthwise_conv(gm: torch.fx.GraphModule) -> bool:
     runs in NCHW, in inference (Note [depthwise convolutions keep NCHW]) and, unless that
     rule is off, in training (Note [depthwise convolutions of a CUDA training step run in
     NCHW])."""
+    return _has_depthwise_conv(gm, _NCHW_MAX_KERNEL)
+
+
+def _has_depthwise_conv(gm: torch.fx.GraphModule, max_kernel: int | None = None) -> bool:
     conv = torch.ops.aten.convolution.default
     return any(n.op == "call_function" and n.target is conv and len(n.args) > 8
-               and _depthwise(n.args[1], n.args[8], _NCHW_MAX_KERNEL) for n in gm.graph.nodes)
+               and _depthwise(n.args[1], n.args[8], max_kernel) for n in gm.graph.nodes)
 
 
 def _depthwise(weight: Any, groups: Any, max_kernel: int | None = None) -> bool:

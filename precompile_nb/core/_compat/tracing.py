@@ -474,8 +474,12 @@ def functionalize(gm: torch.fx.GraphModule, fake_inputs: Sequence[Any], *,
 #   copy 0.03-0.04 s (benchmarks/results/cpu_round15; the H200 rows of round 14 spent 0.8, 0.5
 #   and 0.4 s there). A step with an in-place op or a BatchNorm is traced as before.
 #   PRECOMPILE_NB_FUNCTIONAL_COPY=0 re-traces every graph (benchmarks/before_lowering.py).
-_WRITES_UNSAID = ("native_batch_norm", "_native_batch_norm_legit", "cudnn_batch_norm",
-                  "miopen_batch_norm", "_batch_norm_impl_index", "batch_norm")
+# BatchNorm ops whose schema does not say that they write the running statistics (training;
+# args 3 and 4, training flag args[5]): functionalization leaves those writes where they are
+# (lower.py moves them for the data guards). _native_batch_norm_legit's schema does say it.
+BATCH_NORM_WRITES_UNSAID = frozenset({"native_batch_norm", "cudnn_batch_norm",
+                                      "miopen_batch_norm", "_batch_norm_impl_index",
+                                      "batch_norm"})
 
 
 def _nothing_to_functionalize(gm: torch.fx.GraphModule) -> bool:
@@ -492,7 +496,8 @@ def _nothing_to_functionalize(gm: torch.fx.GraphModule) -> bool:
             continue
         if not isinstance(n.target, torch._ops.OpOverload) or n.target.namespace != "aten":
             return False
-        if n.target._schema.is_mutable or n.target.__name__.split(".")[0] in _WRITES_UNSAID:
+        if n.target._schema.is_mutable or \
+                n.target.__name__.split(".")[0] in BATCH_NORM_WRITES_UNSAID:
             return False
     return True
 
