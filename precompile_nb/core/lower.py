@@ -24,7 +24,7 @@ from . import _compat, pieces, warm
 from . import tuning as tuning_stage
 from .errors import PrecompileError
 from .kernels import lowered_graph, parse_kernels
-from .schemas import Captured, KernelInfo, Lowered, Split
+from .schemas import CONV_1X1_AS_PRODUCTS, Captured, KernelInfo, Lowered, Split
 
 
 def lower(captured: Captured, backend: str, *,
@@ -199,9 +199,9 @@ def _lower_inductor_once(c: Captured, t0: float, may_assume: bool,
                          asked: list[dict[int, int]]) -> Lowered:
     # Note [data guards]: with them, BatchNorm's statistics are written by the driver too
     # (after the graph passed its checks), not inside the compiled graph
-    fgm = _compat.functionalize(c.graph, c.fake_inputs,  # Note [1x1 convolutions as matrix
-                                batch_norm=bool(c.convention.data_guards),  # products]
-                                rewrites=_compat.conv_1x1_table(c.graph))
+    table, as_products = _compat.conv_1x1_plan(c.graph)  # Note [1x1 convolutions as matrix
+    fgm = _compat.functionalize(c.graph, c.fake_inputs,  # products]
+                                batch_norm=bool(c.convention.data_guards), rewrites=table)
     outputs, mutations, grads, written = _mutations_and_aliases_to_driver(
         c, fgm, writes_in_graph=not (c.convention.data_guards or _compat.may_stop_midway(fgm)))
     unread = _drop_unread_inputs(c, fgm)
@@ -238,7 +238,8 @@ def _lower_inductor_once(c: Captured, t0: float, may_assume: bool,
     source = _compat.strip_inductor_main(source)
     return Lowered(backend="inductor", source=source, convention=convention,
                    kernels=kernels, files=tuple(files), seconds=time.perf_counter() - t0,
-                   launches=launches, tuning=tuning, split=split, builds=dict(builds))
+                   launches=launches, tuning=tuning, split=split, builds=dict(builds),
+                   rewrites={CONV_1X1_AS_PRODUCTS: as_products} if as_products else {})
 
 
 def _compile(c: Captured, fgm: torch.fx.GraphModule, fake_inputs: list, cuda: bool,

@@ -110,6 +110,13 @@ class Lowered:
     # C++ kernel builds at precompile: {"reused": kept from an earlier precompile, "built":
     # the compiler ran} (Note [C++ kernels built once], core/_compat/kernel_store.py)
     builds: Mapping[str, int] = field(default_factory=dict)
+    # what precompile rewrote in the graph before Inductor saw it: the rewrite's name ->
+    # the capture graph's nodes it rewrote (CONV_1X1_AS_PRODUCTS)
+    rewrites: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+# Note [1x1 convolutions as matrix products] (core/_compat/conv_as_mm.py), as the report names it
+CONV_1X1_AS_PRODUCTS = "1x1 convolutions as matrix products"
 
 
 @dataclass(frozen=True)

@@ -64,6 +64,7 @@ def report_data(art: Artifact, *, load_stats: dict | None = None) -> dict[str, A
         # C++ kernel builds taken from earlier precompiles, and run (Note [C++ kernels built
         # once]); None: no C++ build (the eager backend; a graph of Triton kernels only)
         "kernel_builds": dict(lw.builds) if any(lw.builds.values()) else None,
+        "rewrites": _rewrite_rows(lw.rewrites, c.nodes),  # graph rewrites before Inductor
         "python_code": art.python_code,
         "python_code_bytes": len(art.python_code.encode("utf-8")),
         "sections": sections,
@@ -80,6 +81,20 @@ def report_data(art: Artifact, *, load_stats: dict | None = None) -> dict[str, A
         "invariants": invariant_checklist(art),
         "violation": None,
     }
+
+
+def _rewrite_rows(rewrites: Any, nodes: Any) -> list[dict[str, Any]]:
+    """Per node that precompile rewrote before Inductor saw the graph (e.g. Note [1x1
+    convolutions as matrix products]): the rewrite, the node, its op, module and shape."""
+    by_name = {n.name: n for n in nodes}
+    rows = []
+    for what, names in rewrites.items():
+        for name in names:
+            n = by_name.get(name)
+            rows.append({"rewrite": what, "node": name, "target": n.target if n else "",
+                         "module": n.module if n else "",
+                         "shape": list(n.shape) if n and n.shape is not None else None})
+    return rows
 
 
 def _optimizer_rows(c: Any, lw: Any) -> list[dict[str, Any]]:

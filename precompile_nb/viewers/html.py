@@ -122,7 +122,20 @@ def _stages(data: dict[str, Any]) -> str:
     total = sum(s for _, s in stages)
     return ("<h4>Stage timings</h4>" + table(["stage", "time", ""], rows, cls="pcnb-stages")
             + f'<p class="pcnb-muted">total {esc(human_seconds(total))}</p>'
-            + _compiled_in(data.get("compiled_in")) + _kernel_builds(data.get("kernel_builds")))
+            + _compiled_in(data.get("compiled_in")) + _kernel_builds(data.get("kernel_builds"))
+            + _rewrites(data.get("rewrites")))
+
+
+def _rewrites(rows: list[dict[str, Any]] | None) -> str:
+    """What precompile rewrote in the graph before Inductor saw it, node by node."""
+    if not rows:
+        return ""
+    body = table(["rewrite", "node", "op", "module", "shape"],
+                 [(esc(r.get("rewrite")), f"<code>{esc(r.get('node'))}</code>",
+                   esc(r.get("target")), esc(r.get("module")), esc(r.get("shape")))
+                  for r in rows], cls="pcnb-rewrites")
+    return (f"<details><summary>Graph rewrites before Inductor ({len(rows)} nodes)</summary>"
+            f"{body}</details>")
 
 
 def _kernel_builds(b: dict[str, Any] | None) -> str:

@@ -94,9 +94,49 @@ def _train(m, x):
 
 def test_no_rewrite_for_a_cpu_graph_nor_when_switched_off(monkeypatch):
     m, x = OneByOne().bfloat16(), torch.randn(2, 8, 6, 6).bfloat16()
-    assert conv_as_mm.table_for(_graph(_train, m, x)) is None  # CPU: cuDNN is not involved
+    assert conv_as_mm.plan_for(_graph(_train, m, x)) == (None, ())  # CPU: cuDNN is not involved
     monkeypatch.setenv(conv_as_mm.ENV, "0")
-    assert conv_as_mm.table_for(_graph(_train, m, x)) is None
+    assert conv_as_mm.plan_for(_graph(_train, m, x)) == (None, ())
+
+
+def _as_if_on_cuda(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """The graph with each value's metadata on CUDA (fake tensors, same shapes, strides and
+    dtypes), so a machine without a GPU sees which nodes the plan takes."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        for n in gm.graph.nodes:
+            v = n.meta.get("val")
+            if isinstance(v, torch.Tensor):
+                n.meta["val"] = torch.empty_strided(v.shape, v.stride(), dtype=v.dtype,
+                                                    device="cuda")
+    return gm
+
+
+def test_the_plan_names_the_1x1_convolutions_it_rewrites_and_the_report_shows_them():
+    from precompile_nb.core.schemas import CONV_1X1_AS_PRODUCTS
+    from precompile_nb.tools.report import _rewrite_rows
+    from precompile_nb.viewers.html import _rewrites
+
+    m, x = OneByOne().bfloat16(), torch.randn(2, 8, 6, 6).bfloat16()
+    gm = _as_if_on_cuda(_graph(_train, m, x))
+    table, names = conv_as_mm.plan_for(gm)
+    assert table is not None
+    # the 1x1 convolution and its backward; the depthwise 3x3 one stays a convolution
+    assert names == ("convolution_1", "convolution_backward")
+    one_by_one = OneByOne(depthwise=False).bfloat16()  # no depthwise convolution: no rewrite
+    assert conv_as_mm.plan_for(_as_if_on_cuda(_graph(_train, one_by_one, x))) == (None, ())
+    from precompile_nb.core.capture import capture
+
+    c = capture(_train, [m, x])
+    rows = _rewrite_rows({CONV_1X1_AS_PRODUCTS: names}, c.nodes)
+    assert [(r["node"], r["target"], r["module"], r["shape"]) for r in rows] == [
+        ("convolution_1", "aten.convolution.default", "m.b", [2, 4, 6, 6]),
+        ("convolution_backward", "aten.convolution_backward.default", "m.b", None)]
+    html = _rewrites(rows)
+    assert "Graph rewrites before Inductor (2 nodes)" in html
+    assert html.count(CONV_1X1_AS_PRODUCTS) == 2 and "<code>convolution_1</code>" in html
+    assert _rewrites([]) == ""
 
 
 def test_only_a_depthwise_separable_cnn_counts():
@@ -111,15 +151,21 @@ def test_only_a_depthwise_separable_cnn_counts():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_cuda_training_step_with_1x1_convolutions_runs_them_as_products_and_matches_eager():
     from precompile_nb import precompile
+    from precompile_nb.core import build
+    from precompile_nb.tools.report import report_data
 
     torch.manual_seed(0)
     m = OneByOne().cuda().bfloat16()
     x = torch.randn(4, 8, 16, 16, device="cuda").bfloat16()
     gm = _graph(_train, m, x)
-    assert conv_as_mm.table_for(gm) is not None
+    assert conv_as_mm.plan_for(gm)[1] == ("convolution_1", "convolution_backward")
     ref = OneByOne().cuda().bfloat16()
     ref.load_state_dict(m.state_dict())
-    code, cache = precompile(_train, m, x)
+    art = build(_train, m, x)
+    code, cache = art.python_code, art.cache
+    rows = report_data(art)["rewrites"]  # the report says which nodes became products
+    assert [(r["node"], r["module"]) for r in rows] == [("convolution_1", "m.b"),
+                                                        ("convolution_backward", "m.b")]
     # only the depthwise convolution is left a convolution, forward and backward
     assert code.count("extern_kernels.convolution(") == 1
     assert code.count("aten.convolution_backward.default(") == 1

@@ -126,7 +126,7 @@ _LAZY_NAMES: dict[str, tuple[str, ...]] = {
     ),
 }
 _LAZY: dict[str, tuple[str, str]] = {
-    "conv_1x1_table": ("conv_as_mm", "table_for"),
+    "conv_1x1_plan": ("conv_as_mm", "plan_for"),
     "data_decisions": ("realdata", "decisions"),
     "insert_data_checks": ("realdata", "insert_checks"),
     "is_random_op": ("realdata", "is_random"),

@@ -111,21 +111,22 @@ def convolution_backward(grad, x, weight, bias_sizes, stride, padding, dilation,
     return gi, gw, gb
 
 
-def table_for(gm: torch.fx.GraphModule) -> dict | None:
+def plan_for(gm: torch.fx.GraphModule) -> tuple[dict | None, tuple[str, ...]]:
     """The decompositions that rewrite `gm`'s plain 1x1 convolutions (Note [1x1 convolutions
-    as matrix products]) when its functional re-trace runs; None where it has none that
-    qualifies, where one's result reaches the user directly, where its convolutions are not
-    a depthwise-separable CNN's that runs in NCHW, or where the note's switch is off."""
+    as matrix products]) when its functional re-trace runs, and the names of the nodes they
+    rewrite (for the report); (None, ()) where it has none that qualifies, where one's result
+    reaches the user directly, where its convolutions are not a depthwise-separable CNN's
+    that runs in NCHW, or where the note's switch is off."""
     from torch._inductor import config as inductor_config
 
     from .conv_layout import depthwise_nchw_wanted, has_nchw_depthwise_conv
 
     if switched_off(ENV) or not depthwise_nchw_wanted() or \
             inductor_config.force_layout_optimization or not has_nchw_depthwise_conv(gm):
-        return None
+        return None, ()
     aten = torch.ops.aten
     outputs = set(next(n for n in reversed(gm.graph.nodes) if n.op == "output").all_input_nodes)
-    found = False
+    found = []
     for n in gm.graph.nodes:
         if n.op != "call_function" or n.target not in (aten.convolution.default,
                                                        aten.convolution_backward.default):
@@ -136,14 +137,16 @@ def table_for(gm: torch.fx.GraphModule) -> dict | None:
             else n.args[3:9]
         xv = x.meta.get("val") if isinstance(x, torch.fx.Node) else None
         wv = w.meta.get("val") if isinstance(w, torch.fx.Node) else None
+        g = n.args[0] if backward else x  # the gradient's dtype, as convolution_backward asks
+        gv = g.meta.get("val") if isinstance(g, torch.fx.Node) else None
         if not _plain_1x1(xv, wv, stride, padding, dilation, transposed, groups) or \
-                xv.device.type != "cuda":
+                xv.device.type != "cuda" or getattr(gv, "dtype", None) != xv.dtype:
             continue
         if n in outputs or (backward and n.args[10][0] and x.op == "placeholder"):
-            return None  # a value the user sees, in eager's strides: leave the graph as it is
-        found = True
+            return None, ()  # a value the user sees, in eager's strides: leave the graph be
+        found.append(n.name)
     if not found:
-        return None
+        return None, ()
     return {aten.convolution.default: convolution,
-            aten.convolution_backward.default: convolution_backward}
+            aten.convolution_backward.default: convolution_backward}, tuple(found)
 

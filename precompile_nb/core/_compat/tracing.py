@@ -444,7 +444,7 @@ def functionalize(gm: torch.fx.GraphModule, fake_inputs: Sequence[Any], *,
     whose schema does not say that it writes the running statistics, is decomposed into the op
     whose schema does (torch._decomp's table, 2.11-2.15), so those writes move to the end too
     (AOTAutograd does the same through Inductor's decompositions). `rewrites`: decompositions
-    of functional ops applied in the same re-trace (conv_as_mm.table_for)."""
+    of functional ops applied in the same re-trace (conv_as_mm.plan_for)."""
     from torch._decomp import get_decompositions
 
     from torch._guards import detect_fake_mode
