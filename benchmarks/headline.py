@@ -106,7 +106,8 @@ def gpu_rows() -> list[tuple[str, str, str]]:
     ] + cold_rows() + zoo_cold_rows() + [zoo_cold_round12_row(), zoo_cold_round14_row(),
                                           effnet_warm_round13_row(), effnet_warm_round14_row(),
                                           convnext_warm_round14_row(), *effnet_round15_rows(),
-                                          zoo_cold_round15_row()]
+                                          zoo_cold_round15_row(), *mobilenet_round16_rows(),
+                                          zoo_cold_round16_row()]
 
 
 _COLD_NAMES = {"gpt_step": "GPT step", "transformer_train": "transformer training step",
@@ -261,6 +262,37 @@ def zoo_cold_round15_row() -> tuple[str, str, str]:
         nb, tc = rows[f"{case}:train:real:nb"][0], rows[f"{case}:train:real:tc"][0]
         parts.append(f"{case} {nb['total'] / tc['total']:.2f}")
     return ("zoo training steps (real size), round 15, cold: precompile / torch.compile compile "
+            "+ first call, one run each", ", ".join(parts), src)
+
+
+def mobilenet_round16_rows() -> list[tuple[str, str, str]]:
+    """mobilenetv3's training step with its 1x1 convolutions as matrix products and without
+    (warm_first_call.py's ratio, steady_pairs.py's step / eager's; h200_round16/)."""
+    base = "benchmarks/results/h200_round16/"
+    steady_log = (ROOT / base / "steady_mobilenetv3_train.log").read_text().splitlines()
+    steady = json.loads(next(line for line in steady_log if line.startswith("{")))
+    out = []
+    for label, tag in (("as matrix products (this tree)", "on"),
+                       ("all to cuDNN (the switch off)", "off")):
+        src = f"{base}mobilenetv3_train_warm_conv1x1_{tag}.json"
+        r = json.loads((ROOT / src).read_text())["results"]["timm_mobilenetv3"]
+        out.append((f"mobilenetv3 training step (real size), fresh process, round 16, 1x1 "
+                    f"convolutions {label}: load + first call / eager's own first call, "
+                    "medians of 2 (steady step / eager's)",
+                    f"{r['ratio']:.2f} (steady {steady[f'{tag}/eager']:.2f})", src))
+    return out
+
+
+def zoo_cold_round16_row() -> tuple[str, str, str]:
+    """Cold precompile against torch.compile on zoo training steps (round 16, one run each;
+    the call's limit cut hf_vit's torch.compile row and t5)."""
+    src = "benchmarks/results/h200_round16/cold.json"
+    rows = json.loads((ROOT / src).read_text())
+    parts = []
+    for case in ("bert", "llama", "distilbert", "timm_deit"):
+        nb, tc = rows[f"{case}:train:real:nb"][0], rows[f"{case}:train:real:tc"][0]
+        parts.append(f"{case} {nb['total'] / tc['total']:.2f}")
+    return ("zoo training steps (real size), round 16, cold: precompile / torch.compile compile "
             "+ first call, one run each", ", ".join(parts), src)
 
 
