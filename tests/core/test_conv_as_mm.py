@@ -114,21 +114,19 @@ def _as_if_on_cuda(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
 
 
 def test_the_plan_names_the_1x1_convolutions_it_rewrites_and_the_report_shows_them():
+    from precompile_nb.core.capture import capture
     from precompile_nb.core.schemas import CONV_1X1_AS_PRODUCTS
     from precompile_nb.tools.report import _rewrite_rows
     from precompile_nb.viewers.html import _rewrites
 
     m, x = OneByOne().bfloat16(), torch.randn(2, 8, 6, 6).bfloat16()
-    gm = _as_if_on_cuda(_graph(_train, m, x))
-    table, names = conv_as_mm.plan_for(gm)
+    c = capture(_train, [m, x])
+    table, names = conv_as_mm.plan_for(_as_if_on_cuda(c.graph))
     assert table is not None
     # the 1x1 convolution and its backward; the depthwise 3x3 one stays a convolution
     assert names == ("convolution_1", "convolution_backward")
     one_by_one = OneByOne(depthwise=False).bfloat16()  # no depthwise convolution: no rewrite
     assert conv_as_mm.plan_for(_as_if_on_cuda(_graph(_train, one_by_one, x))) == (None, ())
-    from precompile_nb.core.capture import capture
-
-    c = capture(_train, [m, x])
     rows = _rewrite_rows({CONV_1X1_AS_PRODUCTS: names}, c.nodes)
     assert [(r["node"], r["target"], r["module"], r["shape"]) for r in rows] == [
         ("convolution_1", "aten.convolution.default", "m.b", [2, 4, 6, 6]),
