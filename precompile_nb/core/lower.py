@@ -112,10 +112,8 @@ def _batch_norm_writes_at_end(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     g = gm.graph
     out = next(n for n in reversed(g.nodes) if n.op == "output")
     for n in list(g.nodes):
-        if (n.op != "call_function" or not isinstance(n.target, torch._ops.OpOverload)
-                or n.target.__name__.split(".")[0] not in _compat.BATCH_NORM_WRITES_UNSAID
-                or len(n.args) < 6
-                or not n.args[5]):
+        if (n.op != "call_function" or not _compat.batch_norm_writes_unsaid(n.target)
+                or len(n.args) < 6 or not n.args[5]):
             continue
         args = list(n.args)
         for k in (3, 4):

@@ -132,7 +132,7 @@ def _rewrites(rows: list[dict[str, Any]] | None) -> str:
         return ""
     body = table(["rewrite", "node", "op", "module", "shape"],
                  [(esc(r.get("rewrite")), f"<code>{esc(r.get('node'))}</code>",
-                   esc(r.get("target")), esc(r.get("module")), esc(r.get("shape")))
+                   esc(r.get("target")), esc(r.get("module")), esc(r.get("shape") or ""))
                   for r in rows], cls="pcnb-rewrites")
     return (f"<details><summary>Graph rewrites before Inductor ({len(rows)} nodes)</summary>"
             f"{body}</details>")

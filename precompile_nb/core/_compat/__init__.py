@@ -105,8 +105,8 @@ _LAZY_NAMES: dict[str, tuple[str, ...]] = {
         "real_values",
     ),
     "tracing": (
-        "BATCH_NORM_WRITES_UNSAID", "DimMarks", "ambient_trace", "assume",
-        "autocast_enabled_devices", "backward_op_origins", "condition_at", "condition_source",
+        "DimMarks", "ambient_trace", "assume", "autocast_enabled_devices",
+        "backward_op_origins", "batch_norm_writes_unsaid", "condition_at", "condition_source",
         "data_dependent_errors",
         "decided_random_draws", "dim_marks", "dtensor_from_local", "dtensor_local",
         "dtensor_mesh", "fake_with_unbacked", "functionalize", "fused_fast_paths",

@@ -477,9 +477,16 @@ def functionalize(gm: torch.fx.GraphModule, fake_inputs: Sequence[Any], *,
 # BatchNorm ops whose schema does not say that they write the running statistics (training;
 # args 3 and 4, training flag args[5]): functionalization leaves those writes where they are
 # (lower.py moves them for the data guards). _native_batch_norm_legit's schema does say it.
-BATCH_NORM_WRITES_UNSAID = frozenset({"native_batch_norm", "cudnn_batch_norm",
-                                      "miopen_batch_norm", "_batch_norm_impl_index",
-                                      "batch_norm"})
+_BATCH_NORM_WRITES_UNSAID = frozenset({"native_batch_norm", "cudnn_batch_norm",
+                                       "miopen_batch_norm", "_batch_norm_impl_index",
+                                       "batch_norm"})
+
+
+def batch_norm_writes_unsaid(target: Any) -> bool:
+    """Whether a node's target is one of the BatchNorm ops whose schema hides its writes of
+    the running statistics (read by the functional copy's check and lower.py's data guards)."""
+    return isinstance(target, torch._ops.OpOverload) and \
+        target.__name__.split(".")[0] in _BATCH_NORM_WRITES_UNSAID
 
 
 def _nothing_to_functionalize(gm: torch.fx.GraphModule) -> bool:
@@ -496,8 +503,7 @@ def _nothing_to_functionalize(gm: torch.fx.GraphModule) -> bool:
             continue
         if not isinstance(n.target, torch._ops.OpOverload) or n.target.namespace != "aten":
             return False
-        if n.target._schema.is_mutable or \
-                n.target.__name__.split(".")[0] in BATCH_NORM_WRITES_UNSAID:
+        if n.target._schema.is_mutable or batch_norm_writes_unsaid(n.target):
             return False
     return True
 
