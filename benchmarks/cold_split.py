@@ -24,6 +24,9 @@ Note [a graph compiled in pieces]; plain `nb` and `nb+pieces=1` compile it in on
 says how many it took; the Inductor columns then time only this process, the pieces' own
 compiles run in their workers).
 
+`nb+aot` sends every graph through AOTAutograd's two traces, as before Note [one trace between
+capture and Inductor] (PRECOMPILE_NB_STRAIGHT_TO_INDUCTOR=0).
+
 With --steady N, each row also times N calls of what it compiled (precompile_nb's loaded
 artifact, torch.compile's function) and of eager's fn, in the same process (median ms).
 
@@ -232,6 +235,8 @@ def run(case: str, tool: str, device: str, sources: str = "", steady: int = 0,
             env["TORCH_WARM_POOL"] = "0"
         if "+isaserial" in tool:  # the ISA probes one after another (Note [ISA probes at once])
             env["PRECOMPILE_NB_ISA_AT_ONCE"] = "0"
+        if "+aot" in tool:  # every graph through AOTAutograd (Note [one trace between capture
+            env["PRECOMPILE_NB_STRAIGHT_TO_INDUCTOR"] = "0"  # and Inductor])
         if "+fork" in tool:  # compile workers forked from this process, not a fresh sidecar
             env["TORCHINDUCTOR_WORKER_START"] = "fork"
         m = re.search(r"\+pieces=(\d+)", tool)

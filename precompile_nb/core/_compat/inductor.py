@@ -16,6 +16,7 @@ import torch
 from .conv_layout import backward_convolutions_in_channels_last, keeps_eager_layout
 from .cpp_runs import cpp_nodes_in_fewer_runs
 from .isa_probes import isa_probes_at_once
+from .straight_to_inductor import decomposed, plainly_functional, without_aot_autograd
 from .warm import light_inductor_cache_dir
 
 
@@ -70,9 +71,13 @@ def inductor_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
         gm, example_inputs) else {}
     _alpha_as_mul(gm)
     cpu = not any(isinstance(t, torch.Tensor) and t.device.type != "cpu" for t in example_inputs)
+    straight = plainly_functional(gm)  # Note [one trace between capture and Inductor]
+    if straight:
+        gm = decomposed(gm, example_inputs)
     with same_kernel_keys(), inductor_config.patch(layout), data_bound_scatters_kept(), \
-            cpp_nodes_in_fewer_runs(), isa_probes_at_once(cpu), no_graph_caches():  # Notes
-        # [C++ kernels in fewer runs], [ISA probes at once], [no graph caches in a private dir]
+            cpp_nodes_in_fewer_runs(), isa_probes_at_once(cpu), no_graph_caches(), \
+            without_aot_autograd(straight):  # Notes [C++ kernels in fewer runs], [ISA
+        # probes at once], [no graph caches in a private dir], [one trace between capture...]
         compiled = compile_fx(gm, list(example_inputs), inner_compile=inner)
     if "source" not in seen:
         raise RuntimeError("precompile_nb internal error: Inductor produced no module source")
