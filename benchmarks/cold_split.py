@@ -25,7 +25,8 @@ says how many it took; the Inductor columns then time only this process, the pie
 compiles run in their workers).
 
 `nb+aot` sends every graph through AOTAutograd's two traces, as before Note [one trace between
-capture and Inductor] (PRECOMPILE_NB_STRAIGHT_TO_INDUCTOR=0).
+capture and Inductor] (PRECOMPILE_NB_STRAIGHT_TO_INDUCTOR=0); the json's t.decompose times the
+one decomposing trace that replaces them.
 
 With --steady N, each row also times N calls of what it compiled (precompile_nb's loaded
 artifact, torch.compile's function) and of eager's fn, in the same process (median ms).
@@ -134,6 +135,8 @@ if {tool!r}.startswith("nb"):
     from precompile_nb.core import _compat  # lower looks these up on _compat at each call
     timed(_compat, "functionalize", "functionalize")
     timed(_compat, "autotune_now", "autotune_now")
+    from precompile_nb.core._compat import inductor as _inductor  # its one decomposing trace
+    timed(_inductor, "decomposed", "decompose")  # (Note [one trace between capture and ...])
 if {tool!r}.startswith("nb"):  # the import jobs handed to the workers, or none (+coldworkers)
     from precompile_nb.core._compat import compile_pool as _pool
     if "+coldworkers" in {tool!r}:

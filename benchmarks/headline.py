@@ -106,8 +106,17 @@ def gpu_rows() -> list[tuple[str, str, str]]:
     ] + cold_rows() + zoo_cold_rows() + [zoo_cold_round12_row(), zoo_cold_round14_row(),
                                           effnet_warm_round13_row(), effnet_warm_round14_row(),
                                           convnext_warm_round14_row(), *effnet_round15_rows(),
-                                          zoo_cold_round15_row(), *mobilenet_round16_rows(),
-                                          zoo_cold_round16_row()]
+                                          zoo_cold_row(15, _R15, ("timm_deit", "hf_vit")),
+                                          *mobilenet_round16_rows(),
+                                          zoo_cold_row(16, _R16, ("bert", "llama", "distilbert",
+                                                                  "timm_deit")),
+                                          zoo_cold_row(17, _R17, _ZOO_R17)]
+
+
+_R15 = "benchmarks/results/h200_round15/cold_call1.json"
+_R16 = "benchmarks/results/h200_round16/cold.json"
+_R17 = "benchmarks/results/h200_round17/cold_call2.json"  # Note [one trace between capture...]
+_ZOO_R17 = ("gpt2", "timm_deit", "distilbert", "timm_vit", "hf_vit")
 
 
 _COLD_NAMES = {"gpt_step": "GPT step", "transformer_train": "transformer training step",
@@ -252,17 +261,16 @@ def effnet_round15_rows() -> list[tuple[str, str, str]]:
     return out
 
 
-def zoo_cold_round15_row() -> tuple[str, str, str]:
-    """Cold precompile against torch.compile on three more zoo training steps (round 15, one
-    run each; the call's limit cut distilbert's torch.compile row)."""
-    src = "benchmarks/results/h200_round15/cold_call1.json"
+def zoo_cold_row(rnd: int, src: str, cases: tuple[str, ...]) -> tuple[str, str, str]:
+    """Cold precompile against torch.compile on zoo training steps in one device call of round
+    `rnd` (one run each; the cases whose two rows that call's time limit left whole)."""
     rows = json.loads((ROOT / src).read_text())
     parts = []
-    for case in ("timm_deit", "hf_vit"):
+    for case in cases:
         nb, tc = rows[f"{case}:train:real:nb"][0], rows[f"{case}:train:real:tc"][0]
         parts.append(f"{case} {nb['total'] / tc['total']:.2f}")
-    return ("zoo training steps (real size), round 15, cold: precompile / torch.compile compile "
-            "+ first call, one run each", ", ".join(parts), src)
+    return (f"zoo training steps (real size), round {rnd}, cold: precompile / torch.compile "
+            "compile + first call, one run each", ", ".join(parts), src)
 
 
 def mobilenet_round16_rows() -> list[tuple[str, str, str]]:
@@ -281,19 +289,6 @@ def mobilenet_round16_rows() -> list[tuple[str, str, str]]:
                     "medians of 2 (steady step / eager's)",
                     f"{r['ratio']:.2f} (steady {steady[f'{tag}/eager']:.2f})", src))
     return out
-
-
-def zoo_cold_round16_row() -> tuple[str, str, str]:
-    """Cold precompile against torch.compile on zoo training steps (round 16, one run each;
-    the call's limit cut hf_vit's torch.compile row and t5)."""
-    src = "benchmarks/results/h200_round16/cold.json"
-    rows = json.loads((ROOT / src).read_text())
-    parts = []
-    for case in ("bert", "llama", "distilbert", "timm_deit"):
-        nb, tc = rows[f"{case}:train:real:nb"][0], rows[f"{case}:train:real:tc"][0]
-        parts.append(f"{case} {nb['total'] / tc['total']:.2f}")
-    return ("zoo training steps (real size), round 16, cold: precompile / torch.compile compile "
-            "+ first call, one run each", ", ".join(parts), src)
 
 
 def zoo_cold_round14_row() -> tuple[str, str, str]:
