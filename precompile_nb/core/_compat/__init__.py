@@ -10,6 +10,7 @@ The door is one package: `from . import _compat` and `_compat.NAME` reach every 
 of its modules holds it:
   tracing.py   capture: make_fx, fake tensors, symbolic sizes, marks, autocast, RNG, DTensor
   inductor.py  lowering and the compile-path load: AOTAutograd + Inductor, caches, Triton
+  straight_to_inductor.py  a functional graph handed to Inductor without AOTAutograd's traces
   conv_layout.py  which convolution layouts Inductor is given, at lowering
   conv_as_mm.py  a depthwise-separable CNN's 1x1 convolutions as matrix products (CUDA)
   cpp_runs.py  the order of a CPU graph's scheduled nodes: C++ kernels in fewer runs
@@ -24,10 +25,10 @@ of its modules holds it:
   warm.py      the warm load, without the compiler stack
   realdata.py  data guards: fake tensors with real values, the decisions taken from them
   answers.py   what torch's compiler flags answer on the tracing thread while capture traces
-warm, inductor, conv_layout, cpp_runs, isa_probes, scoped_patch, compile_pool, kernel_store,
-autotune and pieces are imported with the door (a load runs on them; none imports the compiler
-at import); tracing (with stack_frames), conv_as_mm, parallel, realdata and answers at the
-first use of one of their names (`_LAZY`).
+warm, inductor (with straight_to_inductor), conv_layout, cpp_runs, isa_probes, scoped_patch,
+compile_pool, kernel_store, autotune and pieces are imported with the door (a load runs on
+them; none imports the compiler at import); tracing (with stack_frames), conv_as_mm,
+parallel, realdata and answers at the first use of one of their names (`_LAZY`).
 """
 from __future__ import annotations
 

@@ -29,11 +29,14 @@ from .scoped_patch import ScopedPatch, switched_off
 #   AOTAutograd (torch._dynamo.backends.common.AotAutograd, 2.11-2.15) hands that graph to
 #   Inductor's inference compiler directly: the joint-graph passes, then compile_fx_inner,
 #   as AOTAutograd's inference path does (under DisableAutocast where autocast is on). The
-#   generated code is the same (tests/core/test_straight_to_inductor.py compares the two);
-#   Inductor's pre-grad passes, which look for torch-level patterns an ATen graph does not
-#   have, are skipped with AOTAutograd. Any other graph (collectives, effects, constants,
-#   BatchNorm statistics) goes through AOTAutograd as before, and
-#   PRECOMPILE_NB_STRAIGHT_TO_INDUCTOR=0 sends every graph there.
+#   generated code is the same (tests/core/test_straight_to_inductor.py compares the two, on
+#   CPU and CUDA). Inductor's pre-grad passes, which look for torch-level patterns an ATen
+#   graph does not have, are skipped with AOTAutograd where torch runs them inside it
+#   (2.13-2.15; 2.11 runs them before). On the H200 the two traces had cost 1.2-2.4 s of
+#   each zoo training step (benchmarks/results/h200_round17). Any other graph (collectives,
+#   effects, constants, BatchNorm statistics, inputs that share storage and are written)
+#   goes through AOTAutograd as before, and PRECOMPILE_NB_STRAIGHT_TO_INDUCTOR=0 sends every
+#   graph there.
 ENV = "PRECOMPILE_NB_STRAIGHT_TO_INDUCTOR"
 
 
