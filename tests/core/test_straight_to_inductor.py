@@ -151,3 +151,20 @@ def test_cuda_training_step_same_triton_code_and_eager_results(traced, monkeypat
     torch.testing.assert_close(got, want)
     for p, q in zip(m.parameters(), m2.parameters()):
         torch.testing.assert_close(p.grad, q.grad)
+
+
+def test_a_graph_writing_an_input_that_shares_storage_with_another_takes_aot_autograd():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        base = torch.empty(4)
+        vals = {"a": base, "b": base.view(2, 2), "c": torch.empty(2, 2)}
+    for other, apart in (("b", False), ("c", True)):
+        g = torch.fx.Graph()
+        a, o = g.placeholder("a"), g.placeholder(other)
+        a.meta["val"], o.meta["val"] = vals["a"], vals[other]
+        new = g.call_function(torch.ops.aten.add.Tensor, (g.call_function(
+            torch.ops.aten.view.default, (o, [4])), 1))
+        g.output((g.call_function(torch.ops.aten.copy_.default, (a, new)),))
+        gm = torch.fx.GraphModule(torch.nn.Module(), g)
+        assert straight_to_inductor.plainly_functional(gm) is apart
