@@ -1,7 +1,7 @@
 """The precompile pipeline. Read it top to bottom:
 
     captured = capture(fn, example_inputs)      # make_fx, module lifting, invariants 1/3/4
-    lowered  = lower(captured, backend)         # eager graph, or AOTAutograd + Inductor
+    lowered  = lower(captured, backend)         # eager graph, or (AOTAutograd +) Inductor
     code     = emit(captured, lowered)          # header, graph, metadata, driver
     cache    = pack(code, backend, binaries)    # integrity-tagged envelope
     fn       = load(code, cache)                # AST-read metadata, prime caches, exec

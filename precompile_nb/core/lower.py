@@ -4,8 +4,9 @@ Turns the captured ATen graph into a Python module section that defines `call(ar
 - eager: the captured graph itself as plain code (mutations and views happen in place, so any
   layout works and nothing needs writing back);
 - inductor: functionalized (mutations become extra outputs, results that alias inputs are
-  rebuilt by the driver), then AOTAutograd + Inductor in a private compiler cache dir whose
-  binaries become the artifact's cache.
+  rebuilt by the driver), then Inductor (after AOTAutograd, or, for a plainly functional
+  graph, after one trace with Inductor's decompositions: Note [one trace between capture and
+  Inductor]) in a private compiler cache dir whose binaries become the artifact's cache.
 """
 from __future__ import annotations
 
