@@ -6,7 +6,7 @@
 #     cold     cold_split.py, precompile against torch.compile on zoo training steps (CASES,
 #              TOOLS, BUDGET override), after an unmeasured warm-up
 #     stack    tests/core/test_stack_lines.py on this machine's torch
-#     tests    every CUDA-marked test of tests/core
+#     tests    the CUDA-marked tests of FILES (default: all of tests/core)
 set -uo pipefail
 OUT=$1; PARTS=${2:-prewarm cold stack}
 export PYTHONPATH=$PWD PYTHONPYCACHEPREFIX=/tmp/pyc PYTHONUNBUFFERED=1
@@ -26,7 +26,7 @@ for PART in $PARTS; do
         > "$OUT/stack_lines_test.log" 2>&1; tail -n 3 "$OUT/stack_lines_test.log";;
     tests)
       timeout ${TESTS_BUDGET:-440} python3 -m pytest -q -p no:cacheprovider -rA -m cuda \
-        tests/core > "$OUT/h200_cuda_core_tests.log" 2>&1
+        ${FILES:-tests/core} > "$OUT/h200_cuda_core_tests.log" 2>&1
       grep -E "FAILED|ERROR|passed|failed" "$OUT/h200_cuda_core_tests.log" | tail -n 30;;
   esac
 done

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import contextlib
-import operator
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -42,30 +41,12 @@ ENV = "PRECOMPILE_NB_STRAIGHT_TO_INDUCTOR"
 
 def plainly_functional(gm: torch.fx.GraphModule) -> bool:
     """Whether `gm` may skip AOTAutograd (Note [one trace between capture and Inductor])."""
-    from .tracing import batch_norm_writes_unsaid
+    from .tracing import input_writes
 
     if switched_off(ENV):
         return False
-    written: set[torch.fx.Node] = set()  # inputs a copy_ wrote: nothing may read them after
-    for n in gm.graph.nodes:
-        if written.intersection(n.all_input_nodes) and n.op != "output":
-            return False
-        if n.op in ("placeholder", "output"):
-            continue
-        if n.op != "call_function":
-            return False  # a constant (get_attr), a submodule
-        if n.target is operator.getitem:
-            continue
-        t = n.target
-        if not isinstance(t, torch._ops.OpOverload) or t.namespace not in ("aten", "prims"):
-            return False
-        if batch_norm_writes_unsaid(t):
-            return False
-        if t._schema.is_mutable:
-            if t is not torch.ops.aten.copy_.default or n.args[0].op != "placeholder":
-                return False
-            written.add(n.args[0])
-    return not written or _apart(gm)
+    written = input_writes(gm, ("aten", "prims"), copies=True)
+    return written is not None and (not written or _apart(gm))
 
 
 def _apart(gm: torch.fx.GraphModule) -> bool:

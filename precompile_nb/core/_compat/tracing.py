@@ -492,20 +492,36 @@ def batch_norm_writes_unsaid(target: Any) -> bool:
 def _nothing_to_functionalize(gm: torch.fx.GraphModule) -> bool:
     """Whether every node of `gm` is a placeholder, the output, an operator.getitem or an ATen
     op that writes nothing (Note [a functional graph is not traced again])."""
+    return input_writes(gm, ("aten",), copies=False) == set()
+
+
+def input_writes(gm: torch.fx.GraphModule, namespaces: tuple[str, ...], *, copies: bool,
+                 ) -> set[torch.fx.Node] | None:
+    """The inputs `gm` writes, where it is functional but for those writes: every node a
+    placeholder, the output, an operator.getitem or an op of `namespaces` that writes
+    nothing, no BatchNorm that writes its statistics unsaid, and, with `copies`, copy_ into
+    an input that no later node reads. None where it is not (the functional copy's check and
+    Note [one trace between capture and Inductor] read it)."""
     import operator
 
+    written: set[torch.fx.Node] = set()
     for n in gm.graph.nodes:
-        if n.op in ("placeholder", "output"):
+        if n.op == "output":
             continue
-        if n.op != "call_function":
-            return False
-        if n.target is operator.getitem:
+        if written.intersection(n.all_input_nodes):
+            return None
+        if n.op == "placeholder" or (n.op == "call_function" and n.target is operator.getitem):
             continue
-        if not isinstance(n.target, torch._ops.OpOverload) or n.target.namespace != "aten":
-            return False
-        if n.target._schema.is_mutable or batch_norm_writes_unsaid(n.target):
-            return False
-    return True
+        t = n.target
+        if n.op != "call_function" or not isinstance(t, torch._ops.OpOverload) or \
+                t.namespace not in namespaces or batch_norm_writes_unsaid(t):
+            return None
+        if t._schema.is_mutable:
+            if not (copies and t is torch.ops.aten.copy_.default and
+                    n.args[0].op == "placeholder"):
+                return None
+            written.add(n.args[0])
+    return written
 
 
 def _graph_copy(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
