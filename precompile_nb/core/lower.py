@@ -197,10 +197,14 @@ def _lowering_guard(c: Captured, e: BaseException) -> _Assume | None:
 def _lower_inductor_once(c: Captured, t0: float, may_assume: bool,
                          asked: list[dict[int, int]]) -> Lowered:
     # Note [data guards]: with them, BatchNorm's statistics are written by the driver too
-    # (after the graph passed its checks), not inside the compiled graph
+    # (after the graph passed its checks), not inside the compiled graph. Without them, on
+    # the CPU, Note [BatchNorm's writes said before functionalizing]; a CUDA graph's
+    # BatchNorm keeps AOTAutograd's way (that Note says why)
+    on_gpu = any(isinstance(t, torch.Tensor) and t.device.type != "cpu" for t in c.fake_inputs)
     table, as_products = _compat.conv_1x1_plan(c.graph)  # Note [1x1 convolutions as matrix
     fgm = _compat.functionalize(c.graph, c.fake_inputs,  # products]
-                                batch_norm=bool(c.convention.data_guards), rewrites=table)
+                                batch_norm=bool(c.convention.data_guards) or not on_gpu,
+                                rewrites=table)
     outputs, mutations, grads, written = _mutations_and_aliases_to_driver(
         c, fgm, writes_in_graph=not (c.convention.data_guards or _compat.may_stop_midway(fgm)))
     unread = _drop_unread_inputs(c, fgm)

@@ -41,6 +41,15 @@ def _bn_step(bn, x):
     return bn(x).sum()
 
 
+def _cnn(seed: int = 0):
+    torch.manual_seed(seed)
+    m = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+        torch.nn.Conv2d(8, 8, 3, stride=2), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+        torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(8, 4))
+    return m, torch.randn(4, 3, 12, 12), torch.randint(0, 4, (4,))
+
+
 def _example(seed: int = 0):
     torch.manual_seed(seed)
     return _Net(), torch.randn(6, 8), torch.randint(0, 4, (6,))
@@ -51,6 +60,23 @@ def _without_aot_id(source: str) -> list[str]:
     AOTAutograd's graph (written only where AOTAutograd ran)."""
     return [line for line in _compat.reproducible_inductor_source(source).splitlines()
             if not line.startswith("# AOT ID:")]
+
+
+def _code(source: str) -> list[str]:
+    """The module's lines less its comments. Its comments name each kernel's source nodes:
+    handed straight to Inductor, a graph's copy_ into an input (BatchNorm's statistics) is a
+    node of its own there; AOTAutograd adds those writes after its trace, named nowhere."""
+    return [line for line in _without_aot_id(source) if not line.lstrip().startswith("#")]
+
+
+def _same_kernels(aot, straight) -> None:
+    """The same kernels, each computing the same nodes, the straight path's naming the copy_
+    of an input it writes besides."""
+    assert [(k.name, k.fused_ops) for k in aot] == [(k.name, k.fused_ops) for k in straight]
+    for a, b in zip(aot, straight):
+        extra = [n for n in b.source_nodes if n not in a.source_nodes]
+        assert [n for n in b.source_nodes if n not in extra] == list(a.source_nodes)
+        assert all(n.startswith("copy_") for n in extra), (b.name, extra)
 
 
 @pytest.fixture
@@ -67,21 +93,23 @@ def traced(monkeypatch):
     return calls
 
 
-@pytest.mark.parametrize("case", ["train", "infer_with_write"])
+@pytest.mark.parametrize("case", ["train", "infer_with_write", "bn_train", "bn_infer"])
 def test_inductor_writes_the_same_code_with_or_without_aot_autograd(case, traced,
                                                                      monkeypatch):
     arts = {}
     for env in ("0", "1"):
         monkeypatch.setenv(ENV, env)
-        m, x, y = _example()
-        arts[env] = build(_train_step, m, x, y) if case == "train" else \
-            build(_counting_infer, m, x)
+        m, x, y = _cnn() if case.startswith("bn") else _example()
+        if case == "bn_infer":
+            arts[env] = build(lambda m, x: m(x), m.eval(), x)
+        else:
+            arts[env] = build(_train_step, m, x, y) if case in ("train", "bn_train") else \
+                build(_counting_infer, m, x)
     assert len(traced) == 1  # only with the switch on
     a, b = arts["0"].lowered, arts["1"].lowered
     assert "AOT ID" not in b.source  # AOTAutograd did not run
-    assert _without_aot_id(a.source) == _without_aot_id(b.source)
-    assert [(k.name, k.source_nodes, k.fused_ops) for k in a.kernels] == \
-        [(k.name, k.source_nodes, k.fused_ops) for k in b.kernels]
+    assert _code(a.source) == _code(b.source)
+    _same_kernels(a.kernels, b.kernels)
     assert a.kernels and all(k.source_nodes for k in b.kernels)  # provenance kept
 
 
@@ -95,14 +123,19 @@ def test_a_straight_artifact_computes_what_eager_does(traced):
         torch.testing.assert_close(fn(m, x), _counting_infer(m2, x))
     assert int(m.steps) == int(m2.steps) == 2  # precompile wrote nothing: two calls each
 
-    m, x, y = _example(1)
-    code, cache = precompile(_train_step, m, x, y)
-    m2, _, _ = _example(1)
-    want = _train_step(m2, x, y)
-    m.zero_grad()
-    torch.testing.assert_close(precompile.load(code, cache)(m, x, y), want)
-    for p, q in zip(m.parameters(), m2.parameters()):
-        torch.testing.assert_close(p.grad, q.grad)
+    for example in (_example, _cnn):  # a CNN's BatchNorm statistics written as eager's
+        m, x, y = example(1)
+        code, cache = precompile(_train_step, m, x, y)
+        m2, _, _ = example(1)
+        fn = precompile.load(code, cache)
+        m.zero_grad()
+        for _ in range(2):
+            torch.testing.assert_close(fn(m, x, y), _train_step(m2, x, y))
+        for p, q in zip(m.parameters(), m2.parameters()):
+            torch.testing.assert_close(p.grad, q.grad)
+        for a, b in zip(m.buffers(), m2.buffers()):
+            torch.testing.assert_close(a, b)
+    assert len(traced) == 3
 
 
 def _functional(fn, *args):
@@ -114,10 +147,20 @@ def test_which_graphs_skip_aot_autograd(monkeypatch):
     m, x, y = _example()
     assert straight_to_inductor.plainly_functional(_functional(_train_step, m, x, y))
     assert straight_to_inductor.plainly_functional(_functional(_counting_infer, m, x))
-    # BatchNorm's op does not say that it writes its running statistics: AOTAutograd's way
+    # BatchNorm's op does not say that it writes its running statistics: as captured, the
+    # graph is not functional; the functional re-trace says those writes (Note [BatchNorm's
+    # writes said before functionalizing]), in training and in eval
     bn = torch.nn.BatchNorm1d(8)
     c = capture(_bn_step, [bn, x])
     assert not straight_to_inductor.plainly_functional(c.graph)
+    for training in (True, False):
+        bn.train(training)
+        c = capture(_bn_step, [bn, x])
+        g = _compat.functionalize(c.graph, c.fake_inputs, batch_norm=True)
+        assert straight_to_inductor.plainly_functional(g)
+        written = {n.args[0].name for n in g.graph.nodes
+                   if n.target is torch.ops.aten.copy_.default}
+        assert len(written) == (3 if training else 0)  # mean, var, num_batches_tracked
     # an input read after a write into it
     g = _functional(_counting_infer, m, x)
     copy = next(n for n in g.graph.nodes if n.target is torch.ops.aten.copy_.default)
@@ -130,27 +173,36 @@ def test_which_graphs_skip_aot_autograd(monkeypatch):
 
 
 @pytest.mark.cuda
-def test_cuda_training_step_same_triton_code_and_eager_results(traced, monkeypatch):
-    sources = {}
+@pytest.mark.parametrize("example", [_example, _cnn], ids=["mlp", "cnn_bn"])
+def test_cuda_training_step_same_triton_code_and_eager_results(example, traced, monkeypatch):
+    lowered = {}
     for env in ("0", "1"):
         monkeypatch.setenv(ENV, env)
-        m, x, y = _example()
+        m, x, y = example()
         m, x, y = m.cuda(), x.cuda(), y.cuda()
         art = build(_train_step, m, x, y)
-        sources[env] = (_without_aot_id(art.lowered.source),
-                        [(k.name, k.source_nodes) for k in art.lowered.kernels])
-    assert len(traced) == 1
-    assert "AOT ID" not in art.lowered.source  # AOTAutograd did not run
-    assert sources["0"] == sources["1"]
+        lowered[env] = art.lowered
+    # cudnn's BatchNorm keeps AOTAutograd's way (Note [BatchNorm's writes said before
+    # functionalizing]); the plain step does not run it
+    straight = example is _example
+    assert len(traced) == (1 if straight else 0)
+    assert ("AOT ID" not in art.lowered.source) == straight
+    assert _code(lowered["0"].source) == _code(lowered["1"].source)
+    _same_kernels(lowered["0"].kernels, lowered["1"].kernels)
     assert any(k.kind == "triton" for k in art.lowered.kernels)
-    m2, _, _ = _example()
+    m2, _, _ = example()
     m2 = m2.cuda()
     want = _train_step(m2, x, y)
     m.zero_grad()
     got = precompile.load(art.python_code, art.cache)(m, x, y)
-    torch.testing.assert_close(got, want)
+    # Inductor's BatchNorm sums in another order than cudnn's: the first convolution's weight
+    # gradient differed from eager's by up to 1.3e-5 on the H200
+    tol = dict(atol=1e-4, rtol=1e-4) if example is _cnn else {}
+    torch.testing.assert_close(got, want, **tol)
     for p, q in zip(m.parameters(), m2.parameters()):
-        torch.testing.assert_close(p.grad, q.grad)
+        torch.testing.assert_close(p.grad, q.grad, **tol)
+    for a, b in zip(m.buffers(), m2.buffers()):  # BatchNorm's statistics (cudnn's op)
+        torch.testing.assert_close(a, b, **tol)
 
 
 def test_a_graph_writing_an_input_that_shares_storage_with_another_takes_aot_autograd():

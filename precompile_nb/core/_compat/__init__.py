@@ -23,11 +23,12 @@ of its modules holds it:
   pieces.py    a graph compiled in pieces: kernel names apart, the modules joined, loaded
   parallel.py  capture of data parallelism: FSDP2's states and hooks, DDP's settings
   warm.py      the warm load, without the compiler stack
+  batch_norm.py  BatchNorm's hidden writes of its statistics, said before functionalizing
   realdata.py  data guards: fake tensors with real values, the decisions taken from them
   answers.py   what torch's compiler flags answer on the tracing thread while capture traces
 warm, inductor (with straight_to_inductor), conv_layout, cpp_runs, isa_probes, scoped_patch,
 compile_pool, kernel_store, autotune and pieces are imported with the door (a load runs on
-them; none imports the compiler at import); tracing (with stack_frames), conv_as_mm,
+them; none imports the compiler at import); tracing (with stack_frames, batch_norm), conv_as_mm,
 parallel, realdata and answers at the first use of one of their names (`_LAZY`).
 """
 from __future__ import annotations
@@ -101,13 +102,14 @@ from .warm import (  # noqa: F401 - the door re-exports
 # imports no stage] in core/__init__.py): NAME -> (module, its name there).
 _LAZY_NAMES: dict[str, tuple[str, ...]] = {
     "answers": ("tracing_as_a_compiler",),
+    "batch_norm": ("batch_norm_writes_unsaid",),
     "realdata": (
         "Decision", "assume_nonnegative_bounds", "fake_with_real_values", "forget_real_values",
         "real_values",
     ),
     "tracing": (
         "DimMarks", "ambient_trace", "assume", "autocast_enabled_devices",
-        "backward_op_origins", "batch_norm_writes_unsaid", "condition_at", "condition_source",
+        "backward_op_origins", "condition_at", "condition_source",
         "data_dependent_errors",
         "decided_random_draws", "dim_marks", "dtensor_from_local", "dtensor_local",
         "dtensor_mesh", "fake_with_unbacked", "functionalize", "fused_fast_paths",

@@ -21,21 +21,23 @@ from .scoped_patch import ScopedPatch, switched_off
 #   graph does not say and functionalization changes nothing: of those two traces only the
 #   decompositions are work. So, for a graph that is plainly functional (ATen and prims ops
 #   that write nothing, or copy_ into an input, no BatchNorm that writes its statistics
-#   unsaid, no constants), precompile traces it once with Inductor's decomposition table
-#   (what AOTAutograd traces with, select_decomp_table, 2.11-2.15), each node keeping the
+#   unsaid: the functional re-trace says those writes, Note [BatchNorm's writes said before
+#   functionalizing]; no constants), precompile traces it once with Inductor's decomposition
+#   table (what AOTAutograd traces with, select_decomp_table, 2.11-2.15), each node keeping the
 #   meta of the node it came from as AOTAutograd's trace keeps it (original_aten, from_node,
 #   stack traces: the report's kernel provenance reads them), and compile_fx's call into
 #   AOTAutograd (torch._dynamo.backends.common.AotAutograd, 2.11-2.15) hands that graph to
 #   Inductor's inference compiler directly: the joint-graph passes, then compile_fx_inner,
 #   as AOTAutograd's inference path does (under DisableAutocast where autocast is on). The
 #   generated code is the same (tests/core/test_straight_to_inductor.py compares the two, on
-#   CPU and CUDA). Inductor's pre-grad passes, which look for torch-level patterns an ATen
-#   graph does not have, are skipped with AOTAutograd where torch runs them inside it
-#   (2.13-2.15; 2.11 runs them before). On the H200 the two traces had cost 1.2-2.4 s of
-#   each zoo training step (benchmarks/results/h200_round17). Any other graph (collectives,
-#   effects, constants, BatchNorm statistics, inputs that share storage and are written)
-#   goes through AOTAutograd as before, and PRECOMPILE_NB_STRAIGHT_TO_INDUCTOR=0 sends every
-#   graph there.
+#   CPU and CUDA; a kernel's comment names the copy_ nodes of the graph that it computes, which
+#   AOTAutograd adds after its trace, unnamed). Inductor's pre-grad passes, which look for
+#   torch-level patterns an ATen graph does not have, are skipped with AOTAutograd where
+#   torch runs them inside it (2.13-2.15; 2.11 runs them before). On the H200 the two
+#   traces had cost 1.2-2.4 s of each zoo training step (benchmarks/results/h200_round17).
+#   Any other graph (collectives, effects, constants, ROCm's BatchNorm, inputs that share
+#   storage and are written) goes through AOTAutograd as before, and
+#   PRECOMPILE_NB_STRAIGHT_TO_INDUCTOR=0 sends every graph there.
 ENV = "PRECOMPILE_NB_STRAIGHT_TO_INDUCTOR"
 
 

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx as _make_fx
 
+from .batch_norm import batch_norm_writes_unsaid, writes_said
 from .answers import _answering_on_this_thread, _compiler_answers, _marked
 from .scoped_patch import switched_off
 from .stack_frames import stack_lines_read_when_kept
@@ -440,26 +441,21 @@ def functionalize(gm: torch.fx.GraphModule, fake_inputs: Sequence[Any], *,
                   batch_norm: bool = False, rewrites: dict | None = None,
                   ) -> torch.fx.GraphModule:
     """Re-trace `gm` functionally (what AOTAutograd does first): mutations become copy_ into
-    placeholders at the end of the graph; views stay views. `batch_norm`: aten.native_batch_norm,
-    whose schema does not say that it writes the running statistics, is decomposed into the op
-    whose schema does (torch._decomp's table, 2.11-2.15), so those writes move to the end too
-    (AOTAutograd does the same through Inductor's decompositions). `rewrites`: decompositions
-    of functional ops applied in the same re-trace (conv_as_mm.plan_for)."""
-    from torch._decomp import get_decompositions
-
+    placeholders at the end of the graph; views stay views. `batch_norm`: native_batch_norm,
+    whose schema does not say that it writes the running statistics, runs as the op whose
+    schema does, so those writes move to the end too (Note [BatchNorm's writes said before
+    functionalizing]). `rewrites`: decompositions of functional ops applied in the same
+    re-trace (conv_as_mm.plan_for)."""
     from torch._guards import detect_fake_mode
 
-    if not batch_norm and not rewrites and _nothing_to_functionalize(gm) and \
+    if not rewrites and _nothing_to_functionalize(gm) and \
             not switched_off("PRECOMPILE_NB_FUNCTIONAL_COPY"):
         return _graph_copy(gm)  # Note [a functional graph is not traced again]
     fake_mode = detect_fake_mode(fake_inputs)
     with fake_mode:
         # inputs are already fake: trace with them as they are (keeps unbacked sizes)
-        if batch_norm:  # first (a decomposition runs below functionalization)
-            table = get_decompositions([torch.ops.aten.native_batch_norm.default])
-            gm = _make_fx(gm, decomposition_table=table, tracing_mode="real",
-                          _allow_non_fake_inputs=True)(*fake_inputs)
-        fn = torch.func.functionalize(gm, remove="mutations")
+        fn = torch.func.functionalize(writes_said(gm) if batch_norm else gm,
+                                      remove="mutations")
         return _make_fx(fn, decomposition_table=_explicit_table(rewrites), tracing_mode="real",
                         _allow_non_fake_inputs=True)(*fake_inputs)
 
@@ -474,19 +470,6 @@ def functionalize(gm: torch.fx.GraphModule, fake_inputs: Sequence[Any], *,
 #   copy 0.03-0.04 s (benchmarks/results/cpu_round15; the H200 rows of round 14 spent 0.8, 0.5
 #   and 0.4 s there). A step with an in-place op or a BatchNorm is traced as before.
 #   PRECOMPILE_NB_FUNCTIONAL_COPY=0 re-traces every graph (benchmarks/before_lowering.py).
-# BatchNorm ops whose schema does not say that they write the running statistics (training;
-# args 3 and 4, training flag args[5]): functionalization leaves those writes where they are
-# (lower.py moves them for the data guards). _native_batch_norm_legit's schema does say it.
-_BATCH_NORM_WRITES_UNSAID = frozenset({"native_batch_norm", "cudnn_batch_norm",
-                                       "miopen_batch_norm", "_batch_norm_impl_index",
-                                       "batch_norm"})
-
-
-def batch_norm_writes_unsaid(target: Any) -> bool:
-    """Whether a node's target is one of the BatchNorm ops whose schema hides its writes of
-    the running statistics (read by the functional copy's check and lower.py's data guards)."""
-    return isinstance(target, torch._ops.OpOverload) and \
-        target.__name__.split(".")[0] in _BATCH_NORM_WRITES_UNSAID
 
 
 def _nothing_to_functionalize(gm: torch.fx.GraphModule) -> bool:
