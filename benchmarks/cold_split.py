@@ -24,6 +24,10 @@ Note [a graph compiled in pieces]; plain `nb` and `nb+pieces=1` compile it in on
 says how many it took; the Inductor columns then time only this process, the pieces' own
 compiles run in their workers).
 
+`nb+gcon` leaves Python's garbage collector on during the build, as before Note [the
+collector pauses for a build] (PRECOMPILE_NB_GC_PAUSE=0); the json's `gc` counts the
+collections and their seconds in every row, `rss_peak_mb` the process's peak resident memory.
+
 `nb+aot` sends every graph through AOTAutograd's two traces, as before Note [one trace between
 capture and Inductor] (PRECOMPILE_NB_STRAIGHT_TO_INDUCTOR=0); the json's t.decompose times the
 one decomposing trace that replaces them.
@@ -217,9 +221,11 @@ gc.callbacks.remove(_gc_watch)
 T["autotune"] = sum(a[2] for a in AUTOTUNED)
 N["autotune"], N["configs"] = len(AUTOTUNED), sum(a[1] for a in AUTOTUNED)
 MARKS = {{k: round(v - t0, 3) for k, v in MARK.items()}}
+import resource
+RSS = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 print(json.dumps({{"total": total, "marks": MARKS, "stages": stages, "t": T, "n": N,
                   "builds": BUILDS, "autotuned": AUTOTUNED, "top": top, "split": SPLIT,
-                  "gc": GC, "steady": STEADY,
+                  "gc": GC, "steady": STEADY, "rss_peak_mb": round(RSS, 1),
                   "kernels": code.count("async_compile.triton(") + code.count("cpp_pybinding(")}}))
 """
 
@@ -240,6 +246,8 @@ def run(case: str, tool: str, device: str, sources: str = "", steady: int = 0,
             env["PRECOMPILE_NB_ISA_AT_ONCE"] = "0"
         if "+aot" in tool:  # every graph through AOTAutograd (Note [one trace between capture
             env["PRECOMPILE_NB_STRAIGHT_TO_INDUCTOR"] = "0"  # and Inductor])
+        if "+gcon" in tool:  # automatic collection left on during the build (Note [the
+            env["PRECOMPILE_NB_GC_PAUSE"] = "0"  # collector pauses for a build])
         if "+fork" in tool:  # compile workers forked from this process, not a fresh sidecar
             env["TORCHINDUCTOR_WORKER_START"] = "fork"
         m = re.search(r"\+pieces=(\d+)", tool)

@@ -4,7 +4,8 @@
 #     prewarm  conv_prewarm.py: does cuDNN's first-call cost of a convolution move to a thread
 #              that replays it (REPEATS, default 2)
 #     cold     cold_split.py, precompile against torch.compile on zoo training steps (CASES,
-#              TOOLS, BUDGET override), after an unmeasured warm-up
+#              TOOLS, BUDGET, COLD_REPEATS override; WORKLOADS names benchmark workloads
+#              instead), after an unmeasured warm-up
 #     stack    tests/core/test_stack_lines.py on this machine's torch
 #     tests    the CUDA-marked tests of FILES (default: all of tests/core)
 set -uo pipefail
@@ -19,6 +20,7 @@ for PART in $PARTS; do
     cold)
       (cd benchmarks && timeout ${BUDGET:-330} python3 cold_split.py --device cuda \
         --zoo ${CASES:-timm_deit:train:real,hf_vit:train:real,distilbert:train:real} \
+        ${WORKLOADS:+--workloads $WORKLOADS} \
         --tools ${TOOLS:-nb,tc} --repeats ${COLD_REPEATS:-1} --warmup --out "$OUT/cold" \
         > "$OUT/cold.log" 2>&1); grep -E "^\| |warm-up" "$OUT/cold.log" | tail -n 25;;
     stack)

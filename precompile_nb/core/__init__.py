@@ -21,11 +21,15 @@ Note [a load imports no stage]
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
+import gc
 import inspect
+import os
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from . import _compat
@@ -122,7 +126,7 @@ def build(fn: Callable, *example_inputs: Any, backend: str = "inductor",
     from .emit import emit
     from .lower import lower
 
-    with _compat.GLOBAL_LOCK:
+    with _compat.GLOBAL_LOCK, collector_paused():  # Note [the collector pauses for a build]
         if backend == "inductor" and on_cuda(example_inputs):
             _compat.start_compile_workers()  # Note [compile workers start with the capture]
             pieces.start_workers("cuda")  # Note [piece workers start with the capture]
@@ -139,6 +143,46 @@ def build(fn: Callable, *example_inputs: Any, backend: str = "inductor",
         (bytecode_file(python_code),) if backend == "inductor" else ())))
     return Artifact(python_code=python_code, cache=cache, captured=captured, lowered=lowered,
                     stage_seconds=tuple(times))
+
+
+# Note [the collector pauses for a build]
+#   Python's cyclic garbage collector runs every few hundred allocations, and the full
+#   collections among those runs walk every live object of the process: torch, transformers,
+#   the user's model, and the compiler's own graphs and sympy expressions. A cold compile
+#   allocates millions of objects, so on the H200 host 740-970 collections took 0.7-1.5 s of
+#   each zoo training step's precompile (benchmarks/results/h200_round17, the json's `gc`),
+#   6-9% of it (torch.compile's: 1.1-1.4 s). So capture and lowering run with automatic
+#   collection paused, as torch.distributed.checkpoint pauses it around a state dict, and one
+#   collection of the youngest generation at the end frees what the compile left in cycles
+#   (counted in the precompile, not left to the user's next step). The peak memory this costs
+#   is measured beside the time (benchmarks/cold_split.py's `rss_peak_mb`, tool `nb+gcon`).
+#   Nested or concurrent builds pause it once; it is restored as the first one found it: a
+#   collector the user switched off stays off. PRECOMPILE_NB_GC_PAUSE=0 leaves it alone.
+_PAUSE = {"depth": 0, "was_enabled": False}
+_PAUSE_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Inside: no automatic garbage collection (Note [the collector pauses for a build])."""
+    if os.environ.get("PRECOMPILE_NB_GC_PAUSE", "1") == "0":
+        yield
+        return
+    with _PAUSE_LOCK:
+        if _PAUSE["depth"] == 0:
+            _PAUSE["was_enabled"] = gc.isenabled()
+            gc.disable()
+        _PAUSE["depth"] += 1
+    try:
+        yield
+    finally:
+        with _PAUSE_LOCK:
+            _PAUSE["depth"] -= 1
+            last = _PAUSE["depth"] == 0 and _PAUSE["was_enabled"]
+            if last:
+                gc.enable()
+        if last:
+            gc.collect(0)
 
 
 def on_cuda(inputs: Sequence[Any]) -> bool:
