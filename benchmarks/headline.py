@@ -110,13 +110,20 @@ def gpu_rows() -> list[tuple[str, str, str]]:
                                           *mobilenet_round16_rows(),
                                           zoo_cold_row(16, _R16, ("bert", "llama", "distilbert",
                                                                   "timm_deit")),
-                                          zoo_cold_row(17, _R17, _ZOO_R17)]
+                                          zoo_cold_row(17, _R17, _ZOO_R17),
+                                          workload_cold_row(18, _R18 + "cold_workloads.json"),
+                                          zoo_cold_row(18, (_R18 + "cold_zoo_vit.json",
+                                                            _R18 + "cold_zoo_gpt2.json"),
+                                                       ("timm_vit", "hf_vit", "timm_deit",
+                                                        "gpt2")),
+                                          collector_row(_R18 + "cold_zoo_vit.json")]
 
 
 _R15 = "benchmarks/results/h200_round15/cold_call1.json"
 _R16 = "benchmarks/results/h200_round16/cold.json"
 _R17 = "benchmarks/results/h200_round17/cold_call2.json"  # Note [one trace between capture...]
 _ZOO_R17 = ("gpt2", "timm_deit", "distilbert", "timm_vit", "hf_vit")
+_R18 = "benchmarks/results/h200_round18/"  # Note [the collector pauses for a build]
 
 
 _COLD_NAMES = {"gpt_step": "GPT step", "transformer_train": "transformer training step",
@@ -261,16 +268,46 @@ def effnet_round15_rows() -> list[tuple[str, str, str]]:
     return out
 
 
-def zoo_cold_row(rnd: int, src: str, cases: tuple[str, ...]) -> tuple[str, str, str]:
-    """Cold precompile against torch.compile on zoo training steps in one device call of round
-    `rnd` (one run each; the cases whose two rows that call's time limit left whole)."""
-    rows = json.loads((ROOT / src).read_text())
+def zoo_cold_row(rnd: int, src: str | tuple[str, ...], cases: tuple[str, ...]
+                 ) -> tuple[str, str, str]:
+    """Cold precompile against torch.compile on zoo training steps in the device calls of round
+    `rnd` (one file each; one run each; the cases whose two rows the calls' time limits left
+    whole)."""
+    srcs = (src,) if isinstance(src, str) else src
+    rows = {k: v for f in srcs for k, v in json.loads((ROOT / f).read_text()).items()}
     parts = []
     for case in cases:
         nb, tc = rows[f"{case}:train:real:nb"][0], rows[f"{case}:train:real:tc"][0]
         parts.append(f"{case} {nb['total'] / tc['total']:.2f}")
     return (f"zoo training steps (real size), round {rnd}, cold: precompile / torch.compile "
-            "compile + first call, one run each", ", ".join(parts), src)
+            "compile + first call, one run each", ", ".join(parts), "`, `".join(srcs))
+
+
+def workload_cold_row(rnd: int, src: str) -> tuple[str, str, str]:
+    """Cold precompile against torch.compile on the benchmark workloads in one device call of
+    round `rnd` (benchmarks/cold_split.py --workloads, one run each)."""
+    rows = json.loads((ROOT / src).read_text())
+    parts = [f"{name} {rows[f'{name}:nb'][0]['total'] / rows[f'{name}:tc'][0]['total']:.2f}"
+             + ("*" if name == "cnn_bn_train" else "")
+             for name in ("tiny_mlp", "transformer_infer", "transformer_train", "cnn_bn_train",
+                          "gpt_step") if f"{name}:nb" in rows and f"{name}:tc" in rows]
+    return (f"benchmark workloads, round {rnd}, cold: precompile / torch.compile compile + "
+            "first call, one run each (*: measured with cuDNN's BatchNorm handed straight to "
+            "Inductor, which the shipped tree leaves to AOTAutograd)", ", ".join(parts), src)
+
+
+def collector_row(src: str) -> tuple[str, str, str]:
+    """Seconds in Python's garbage collector during a cold precompile, with it paused for the
+    build (Note [the collector pauses for a build]) and left on (`nb+gcon`), same call."""
+    rows = json.loads((ROOT / src).read_text())
+    parts = []
+    for key in sorted(k for k in rows if k.endswith(":nb")):
+        on = rows.get(key + "+gcon")
+        if on:
+            parts.append(f"{key.split(':')[0]} {rows[key][0]['gc']['seconds']:.2f} / "
+                         f"{on[0]['gc']['seconds']:.2f}")
+    return ("zoo training steps (real size), round 18: seconds of garbage collection in a cold "
+            "precompile, collector paused for the build / left on", ", ".join(parts), src)
 
 
 def mobilenet_round16_rows() -> list[tuple[str, str, str]]:
