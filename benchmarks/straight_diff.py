@@ -1,7 +1,9 @@
 """The difference between the module Inductor writes for a graph through AOTAutograd and the
 one it writes for the same graph handed to it directly (Note [one trace between capture and
-Inductor]), as a unified diff, for the straight path's test cases on a device (round 18: on
-CUDA, the CNN's differ in comments only, the straight path naming the copy_ nodes):
+Inductor]), as a unified diff, for the straight path's test cases on a device. Round 18 ran
+it on CUDA with a first form that handed cuDNN's BatchNorm straight to Inductor: the CNN's two
+modules differed in comments only (results/h200_round18/). The shipped form leaves a CUDA CNN
+to AOTAutograd, so there both modules are AOTAutograd's:
 
     python benchmarks/straight_diff.py [cuda|cpu] [mlp|cnn_bn]
 """

@@ -30,8 +30,8 @@ _WRITES_UNSAID = frozenset({"native_batch_norm", "cudnn_batch_norm", "miopen_bat
 #   CNNs on CPU (resnet, mobilenet, efficientnet, segformer, deeplab), in training and in
 #   eval, took AOTAutograd's two traces before. Inductor's code is the same: AOTAutograd
 #   applied the same decompositions. A GPU graph's BatchNorm keeps the old way (lower.py
-#   says its writes only under data guards, as before): cudnn_batch_norm, what a CUDA graph
-#   holds, said the same way (native_batch_norm plus an empty reserve buffer, which
+#   asks for this only on the CPU, and under data guards as before): cudnn_batch_norm, what
+#   a CUDA graph holds, said the same way (native_batch_norm plus an empty reserve buffer, which
 #   cudnn_batch_norm_backward's decomposition never reads) gave a small CNN's training step
 #   the same kernels on the H200, but SegFormer's real-size step then failed a stride assert
 #   of Inductor's code at its first run, where AOTAutograd's way passes

@@ -12,8 +12,8 @@ from typing import Any
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx as _make_fx
 
-from .batch_norm import batch_norm_writes_unsaid, writes_said
 from .answers import _answering_on_this_thread, _compiler_answers, _marked
+from .batch_norm import batch_norm_writes_unsaid, writes_said
 from .scoped_patch import switched_off
 from .stack_frames import stack_lines_read_when_kept
 
