@@ -261,9 +261,10 @@ def _compile(c: Captured, fgm: torch.fx.GraphModule, fake_inputs: list, cuda: bo
             return joined.source, joined.kernels, joined.run, Split(
                 count, why, time.perf_counter() - t0, joined.workers)
         why = f"compiling in {count} pieces failed, so in one: {joined}"
+    record: dict = {}
     try:
         source, inner_gm, compiled = _compat.inductor_compile(
-            fgm, fake_inputs, dynamic=c.tracing_mode != "fake")
+            fgm, fake_inputs, dynamic=c.tracing_mode != "fake", record=record)
     except Exception as e:  # noqa: BLE001 - re-raised with the invariant it breaks
         assume = _lowering_guard(c, e) if may_assume else None
         if assume is not None:
@@ -271,7 +272,7 @@ def _compile(c: Captured, fgm: torch.fx.GraphModule, fake_inputs: list, cuda: bo
         raise _lowering_error(c, e) from e
     kernels = tuple(parse_kernels(_compat.strip_inductor_main(source),
                                   lowered_graph(inner_gm, fgm)))
-    return source, kernels, compiled, Split(1, why, 0.0)
+    return source, kernels, compiled, Split(1, why, 0.0, aot_autograd=record["aot_autograd"])
 
 
 def _autotune_at_precompile(c: Captured, fgm: torch.fx.GraphModule) -> bool:

@@ -129,6 +129,9 @@ class Split:
     # per worker, seconds from its start until it was ready (torch imported), had its piece,
     # had compiled it
     workers: tuple[tuple[float, ...], ...] = ()
+    # in one piece: why AOTAutograd traced the graph before Inductor, "" where the graph went
+    # to Inductor directly (Note [one trace between capture and Inductor]); None: in pieces
+    aot_autograd: str | None = None
 
 
 @dataclass(frozen=True)

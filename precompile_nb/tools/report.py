@@ -56,11 +56,7 @@ def report_data(art: Artifact, *, load_stats: dict | None = None) -> dict[str, A
         # where a CUDA graph was autotuned (Note [a configuration per size]); None: not tuned
         "autotuning": tuning_record(lw.tuning) if lw.tuning is not None else None,
         "stages": [[n, round(s, 4)] for n, s in art.stage_seconds],
-        # how many pieces Inductor compiled the graph in at once, and why (Note [a graph
-        # compiled in pieces]); None: the eager backend
-        "compiled_in": {"pieces": lw.split.count, "why": lw.split.why,
-                        "seconds": round(lw.split.seconds, 4),
-                        "workers": [list(w) for w in lw.split.workers]} if lw.split else None,
+        "compiled_in": _compiled_in(lw.split),
         # C++ kernel builds taken from earlier precompiles, and run (Note [C++ kernels built
         # once]); None: no C++ build (the eager backend; a graph of Triton kernels only)
         "kernel_builds": dict(lw.builds) if any(lw.builds.values()) else None,
@@ -81,6 +77,16 @@ def report_data(art: Artifact, *, load_stats: dict | None = None) -> dict[str, A
         "invariants": invariant_checklist(art),
         "violation": None,
     }
+
+
+def _compiled_in(split: Any) -> dict[str, Any] | None:
+    """How many pieces Inductor compiled the graph in at once, and why (Note [a graph compiled
+    in pieces]); in one piece, why AOTAutograd traced it first, "" if it did not (Note [one
+    trace between capture and Inductor]; None: in pieces). None: the eager backend."""
+    if split is None:
+        return None
+    return {"pieces": split.count, "why": split.why, "seconds": round(split.seconds, 4),
+            "workers": [list(w) for w in split.workers], "aot_autograd": split.aot_autograd}
 
 
 def _rewrite_rows(rewrites: Any, nodes: Any) -> list[dict[str, Any]]:

@@ -148,7 +148,8 @@ def _kernel_builds(b: dict[str, Any] | None) -> str:
 
 
 def _compiled_in(c: dict[str, Any] | None) -> str:
-    """How many pieces Inductor compiled the graph in at once, and why that many."""
+    """How many pieces Inductor compiled the graph in at once, and why that many; whether
+    AOTAutograd traced it first, and why (Note [one trace between capture and Inductor])."""
     if not c:
         return ""
     n = c.get("pieces")
@@ -158,8 +159,12 @@ def _compiled_in(c: dict[str, Any] | None) -> str:
     workers = "".join(
         f"<br>piece {k}: worker ready after {esc(w[0])} s, its piece compiled at {esc(w[2])} s"
         for k, w in enumerate(c.get("workers") or []) if len(w) == 3)
+    aot = c.get("aot_autograd")
+    route = ("" if aot is None else
+             "<br>handed to Inductor directly: AOTAutograd's two traces skipped" if aot == ""
+             else f"<br>through AOTAutograd first: {esc(aot)}")
     return (f'<p class="pcnb-pieces">{what} <span class="pcnb-muted">({why})'
-            f"{workers}</span></p>")
+            f"{workers}{route}</span></p>")
 
 
 def _cache_load(load: dict[str, Any] | None) -> str:

@@ -113,6 +113,28 @@ def test_inductor_writes_the_same_code_with_or_without_aot_autograd(case, traced
     assert a.kernels and all(k.source_nodes for k in b.kernels)  # provenance kept
 
 
+@torch.library.custom_op("pcnb_straight_test::twice", mutates_args=())
+def _twice(x: torch.Tensor) -> torch.Tensor:
+    return x * 2
+
+
+@_twice.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+def test_the_lowering_says_whether_the_graph_skipped_aot_autograd_and_why_not(monkeypatch):
+    m, x, y = _example()
+    assert build(_train_step, m, x, y).lowered.split.aot_autograd == ""
+    art = build(lambda x: _twice(x).relu(), x)  # a non-ATen op: AOTAutograd's way
+    why = art.lowered.split.aot_autograd
+    assert "pcnb_straight_test" in why or "twice" in why, why
+    assert "not an ATen op" in why and "AOT ID" in art.lowered.source
+    torch.testing.assert_close(precompile.load(art.python_code, art.cache)(x), (x * 2).relu())
+    monkeypatch.setenv(ENV, "0")
+    assert build(_train_step, m, x, y).lowered.split.aot_autograd == f"{ENV}=0"
+
+
 def test_a_straight_artifact_computes_what_eager_does(traced):
     m, x, y = _example()
     code, cache = precompile(_counting_infer, m, x)

@@ -364,6 +364,20 @@ def test_summary_says_how_many_pieces_the_graph_was_compiled_in(report_inductor)
     assert "compiled the graph in" not in render_report_html(eager)
 
 
+def test_summary_says_whether_aot_autograd_traced_the_graph_first_and_why(report_inductor):
+    # Note [one trace between capture and Inductor]
+    def summary(aot):
+        data = with_changes(report_inductor, compiled_in={
+            "pieces": 1, "why": "one piece", "seconds": 0.0, "workers": [],
+            "aot_autograd": aot})
+        return re.sub(r"<[^>]+>", "", html.unescape(panel(render_report_html(data), "summary")))
+
+    assert "handed to Inductor directly: AOTAutograd's two traces skipped" in summary("")
+    text = summary("twice_default runs twice.default, not an ATen op")
+    assert "through AOTAutograd first: twice_default runs twice.default, not an ATen op" in text
+    assert "AOTAutograd" not in summary(None)  # in pieces: each piece decided apart
+
+
 def test_summary_says_how_many_cpp_kernels_came_from_earlier_precompiles(report_inductor):
     # Note [C++ kernels built once]
     data = with_changes(report_inductor, kernel_builds={"reused": 3, "built": 1})

@@ -16,7 +16,7 @@ import torch
 from .conv_layout import backward_convolutions_in_channels_last, keeps_eager_layout
 from .cpp_runs import cpp_nodes_in_fewer_runs
 from .isa_probes import isa_probes_at_once
-from .straight_to_inductor import decomposed, plainly_functional, without_aot_autograd
+from .straight_to_inductor import decomposed, why_aot_autograd, without_aot_autograd
 from .warm import light_inductor_cache_dir
 
 
@@ -45,7 +45,8 @@ def inductor_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
                      ) -> tuple[str, torch.fx.GraphModule, Callable]:
     """AOTAutograd + Inductor on a functional graph. Returns (the generated module's source,
     the post-AOTAutograd graph Inductor lowered, the compiled callable); `record`, when given,
-    gets the strides of each result Inductor's code returns ("output_strides").
+    gets the strides of each result Inductor's code returns ("output_strides") and why the
+    graph went through AOTAutograd ("aot_autograd", "" where it went straight to Inductor).
     With dynamic sizes, Inductor's layout optimization is off (config.layout_optimization,
     2.11-2.14): it picks convolution layouts from the sizes, and with a symbolic batch it
     assumed a layout the convolution then did not return (a CNN's every call failed); and
@@ -71,7 +72,10 @@ def inductor_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
         gm, example_inputs) else {}
     _alpha_as_mul(gm)
     cpu = not any(isinstance(t, torch.Tensor) and t.device.type != "cpu" for t in example_inputs)
-    straight = plainly_functional(gm)  # Note [one trace between capture and Inductor]
+    why_aot = why_aot_autograd(gm)  # Note [one trace between capture and Inductor]
+    straight = not why_aot
+    if record is not None:
+        record["aot_autograd"] = why_aot
     if straight:
         gm = decomposed(gm, example_inputs)
     with same_kernel_keys(), inductor_config.patch(layout), data_bound_scatters_kept(), \

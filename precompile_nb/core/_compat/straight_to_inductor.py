@@ -43,12 +43,20 @@ ENV = "PRECOMPILE_NB_STRAIGHT_TO_INDUCTOR"
 
 def plainly_functional(gm: torch.fx.GraphModule) -> bool:
     """Whether `gm` may skip AOTAutograd (Note [one trace between capture and Inductor])."""
-    from .tracing import input_writes
+    return not why_aot_autograd(gm)
+
+
+def why_aot_autograd(gm: torch.fx.GraphModule) -> str:
+    """Why `gm` goes through AOTAutograd, in words (the report shows it); "" where it may skip
+    it (Note [one trace between capture and Inductor])."""
+    from .tracing import input_writes_or_why
 
     if switched_off(ENV):
-        return False
-    written = input_writes(gm, ("aten", "prims"), copies=True)
-    return written is not None and (not written or _apart(gm))
+        return f"{ENV}=0"
+    written, why = input_writes_or_why(gm, ("aten", "prims"), copies=True)
+    if written is None:
+        return why
+    return "" if not written or _apart(gm) else "an input it writes shares storage with another"
 
 
 def _apart(gm: torch.fx.GraphModule) -> bool:

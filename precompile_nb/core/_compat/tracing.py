@@ -484,27 +484,37 @@ def input_writes(gm: torch.fx.GraphModule, namespaces: tuple[str, ...], *, copie
     placeholder, the output, an operator.getitem or an op of `namespaces` that writes
     nothing, no BatchNorm that writes its statistics unsaid, and, with `copies`, copy_ into
     an input that no later node reads. None where it is not (the functional copy's check and
-    Note [one trace between capture and Inductor] read it)."""
+    Note [one trace between capture and Inductor] read it; input_writes_or_why says why)."""
+    return input_writes_or_why(gm, namespaces, copies=copies)[0]
+
+
+def input_writes_or_why(gm: torch.fx.GraphModule, namespaces: tuple[str, ...], *,
+                        copies: bool) -> tuple[set[torch.fx.Node] | None, str]:
+    """input_writes, and where it is None, the first node that makes it so, in words."""
     import operator
 
     written: set[torch.fx.Node] = set()
     for n in gm.graph.nodes:
         if n.op == "output":
             continue
-        if written.intersection(n.all_input_nodes):
-            return None
+        again = written.intersection(n.all_input_nodes)
+        if again:
+            return None, f"{n.name} reads input {next(iter(again)).name} after a write into it"
         if n.op == "placeholder" or (n.op == "call_function" and n.target is operator.getitem):
             continue
         t = n.target
         if n.op != "call_function" or not isinstance(t, torch._ops.OpOverload) or \
-                t.namespace not in namespaces or batch_norm_writes_unsaid(t):
-            return None
+                t.namespace not in namespaces:
+            return None, f"{n.name} runs {getattr(t, '__name__', t)}, not an ATen op"
+        if batch_norm_writes_unsaid(t):
+            return None, (f"{n.name} ({t.__name__}) writes BatchNorm's running statistics "
+                          "without its schema saying so")
         if t._schema.is_mutable:
             if not (copies and t is torch.ops.aten.copy_.default and
                     n.args[0].op == "placeholder"):
-                return None
+                return None, f"{n.name} ({t.__name__}) writes in place"
             written.add(n.args[0])
-    return written
+    return written, ""
 
 
 def _graph_copy(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
