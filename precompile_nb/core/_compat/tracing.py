@@ -503,8 +503,9 @@ def input_writes_or_why(gm: torch.fx.GraphModule, namespaces: tuple[str, ...], *
         if n.op == "placeholder" or (n.op == "call_function" and n.target is operator.getitem):
             continue
         t = n.target
-        if n.op != "call_function" or not isinstance(t, torch._ops.OpOverload) or \
-                t.namespace not in namespaces:
+        if n.op != "call_function":
+            return None, f"{n.name} is a {n.op} node, not an op call"
+        if not isinstance(t, torch._ops.OpOverload) or t.namespace not in namespaces:
             return None, f"{n.name} runs {getattr(t, '__name__', t)}, not an ATen op"
         if batch_norm_writes_unsaid(t):
             return None, (f"{n.name} ({t.__name__}) writes BatchNorm's running statistics "
