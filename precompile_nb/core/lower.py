@@ -200,7 +200,8 @@ def _lower_inductor_once(c: Captured, t0: float, may_assume: bool,
     # (after the graph passed its checks), not inside the compiled graph. Without them, on
     # the CPU, Note [BatchNorm's writes said before functionalizing]; a CUDA graph's
     # BatchNorm keeps AOTAutograd's way (that Note says why)
-    on_gpu = any(isinstance(t, torch.Tensor) and t.device.type != "cpu" for t in c.fake_inputs)
+    devices = {t.device for t in c.fake_inputs if isinstance(t, torch.Tensor)}
+    on_gpu = any(d.type != "cpu" for d in devices)
     table, as_products = _compat.conv_1x1_plan(c.graph)  # Note [1x1 convolutions as matrix
     fgm = _compat.functionalize(c.graph, c.fake_inputs,  # products]
                                 batch_norm=bool(c.convention.data_guards) or not on_gpu,
@@ -209,7 +210,6 @@ def _lower_inductor_once(c: Captured, t0: float, may_assume: bool,
         c, fgm, writes_in_graph=not (c.convention.data_guards or _compat.may_stop_midway(fgm)))
     unread = _drop_unread_inputs(c, fgm)
     fake_inputs = [n.meta["val"] for n in fgm.graph.nodes if n.op == "placeholder"]
-    devices = {t.device for t in c.fake_inputs if isinstance(t, torch.Tensor)}
     device_index = next((d.index or 0 for d in devices if d.type == "cuda"), 0)
     convention = c.convention._replace(
         outputs=tuple(outputs), mutations=tuple(mutations), grads=tuple(grads),

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from torch._decomp import decomposition_table
 
 # BatchNorm ops whose schema does not say that they write the running statistics (training;
 # args 3 and 4, training flag args[5]): functionalization leaves those writes where they are
@@ -47,28 +48,21 @@ def batch_norm_writes_unsaid(target: Any) -> bool:
         target.__name__.split(".")[0] in _WRITES_UNSAID
 
 
-def _native(*args: Any) -> Any:
-    from torch._decomp import decomposition_table
-
-    return decomposition_table[torch.ops.aten.native_batch_norm.default](*args)
+_NATIVE = torch.ops.aten.native_batch_norm.default
 
 
 class _WritesSaid(torch.fx.Interpreter):
     def call_function(self, target: Any, args: Any, kwargs: Any) -> Any:
-        said = _SAID.get(target)
-        if said is None or kwargs:
+        if target is not _NATIVE or kwargs:
             return super().call_function(target, args, kwargs)
-        return said(*args)
-
-
-_SAID = {torch.ops.aten.native_batch_norm.default: _native}
+        return decomposition_table[_NATIVE](*args)  # _native_batch_norm_legit(_no_training)
 
 
 def writes_said(gm: torch.fx.GraphModule) -> Any:
     """`gm` as a function that calls its native_batch_norm nodes as the op whose schema says
     what they write, for functionalization to see (Note [BatchNorm's writes said before
     functionalizing]); `gm` itself where it has none."""
-    if not any(n.op == "call_function" and n.target in _SAID for n in gm.graph.nodes):
+    if not any(n.op == "call_function" and n.target is _NATIVE for n in gm.graph.nodes):
         return gm
     interpreter = _WritesSaid(gm)
     return lambda *args: interpreter.run(*args)

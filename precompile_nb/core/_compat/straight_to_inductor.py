@@ -49,11 +49,11 @@ def plainly_functional(gm: torch.fx.GraphModule) -> bool:
 def why_aot_autograd(gm: torch.fx.GraphModule) -> str:
     """Why `gm` goes through AOTAutograd, in words (the report shows it); "" where it may skip
     it (Note [one trace between capture and Inductor])."""
-    from .tracing import input_writes_or_why
+    from .tracing import input_writes
 
     if switched_off(ENV):
         return f"{ENV}=0"
-    written, why = input_writes_or_why(gm, ("aten", "prims"), copies=True)
+    written, why = input_writes(gm, ("aten", "prims"), copies=True)
     if written is None:
         return why
     return "" if not written or _apart(gm) else "an input it writes shares storage with another"

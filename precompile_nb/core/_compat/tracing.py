@@ -475,22 +475,17 @@ def functionalize(gm: torch.fx.GraphModule, fake_inputs: Sequence[Any], *,
 def _nothing_to_functionalize(gm: torch.fx.GraphModule) -> bool:
     """Whether every node of `gm` is a placeholder, the output, an operator.getitem or an ATen
     op that writes nothing (Note [a functional graph is not traced again])."""
-    return input_writes(gm, ("aten",), copies=False) == set()
+    return input_writes(gm, ("aten",), copies=False)[0] == set()
 
 
 def input_writes(gm: torch.fx.GraphModule, namespaces: tuple[str, ...], *, copies: bool,
-                 ) -> set[torch.fx.Node] | None:
+                 ) -> tuple[set[torch.fx.Node] | None, str]:
     """The inputs `gm` writes, where it is functional but for those writes: every node a
     placeholder, the output, an operator.getitem or an op of `namespaces` that writes
     nothing, no BatchNorm that writes its statistics unsaid, and, with `copies`, copy_ into
-    an input that no later node reads. None where it is not (the functional copy's check and
-    Note [one trace between capture and Inductor] read it; input_writes_or_why says why)."""
-    return input_writes_or_why(gm, namespaces, copies=copies)[0]
-
-
-def input_writes_or_why(gm: torch.fx.GraphModule, namespaces: tuple[str, ...], *,
-                        copies: bool) -> tuple[set[torch.fx.Node] | None, str]:
-    """input_writes, and where it is None, the first node that makes it so, in words."""
+    an input that no later node reads; "" beside them. Where it is not: None, and the first
+    node that makes it so, in words (the functional copy's check and Note [one trace between
+    capture and Inductor] read it; the report shows the words)."""
     import operator
 
     written: set[torch.fx.Node] = set()
