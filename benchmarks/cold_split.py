@@ -7,26 +7,29 @@ usage: python benchmarks/cold_split.py [--zoo MODEL:WORKLOAD:SIZE,...]
                                        [--device cuda|cpu] [--out DIR]
 
 --workloads names benchmark workloads (benchmarks/workloads.py, and warm_load.py's gpt_step)
-instead of zoo cases. A tool name with `+nopool` runs with TORCH_WARM_POOL=0: Inductor's
-compile workers are not started ahead of the first kernel (Note [compile workers start with
-the capture]), for precompile_nb as for torch.compile; with `+prof` it runs under cProfile
-(inflated times; the json's `top` lists the 40 functions of most own time and the 60 of most
-inclusive time), e.g. `nb+prof`; with `+atprof` only the autotuner's benchmarking runs under
-cProfile (`top`'s autotune_own / autotune_inclusive); with `+nogc` Python's cyclic garbage
-collector is off for the whole compile (the json's `gc` counts its collections and their
+instead of zoo cases. A tool name with `+nopool` runs with TORCH_WARM_POOL=0: Inductor's compile
+workers are not started ahead of the first kernel (Note [compile workers start with the
+capture]), for precompile_nb as for torch.compile; with `+prof` it runs under cProfile (inflated
+times; the json's `top` lists the 40 functions of most own time and the 60 of most inclusive
+time), e.g. `nb+prof`; with `+atprof` only the autotuner's benchmarking runs under cProfile
+(`top`'s autotune_own / autotune_inclusive); with `+nowprof` only precompile's one run of what
+it compiled (autotune_now: `top`'s now_own / now_inclusive); with `+nogc` Python's cyclic
+garbage collector is off for the whole compile (the json's `gc` counts its collections and their
 seconds in every run); n.host_copies counts the benchmarks that parked the arguments a kernel
-writes in host memory (Inductor's rule where the memory peak leaves no room); with
-`+isaserial` precompile_nb runs Inductor's CPU ISA probes one after another, as before Note
-[ISA probes at once] (PRECOMPILE_NB_ISA_AT_ONCE=0); with `+gcfreeze` the objects alive before
-the compile are frozen out of Python's garbage collector (gc.freeze()); with
-`+pieces=K` precompile_nb compiles the graph in K pieces at once (PRECOMPILE_NB_PIECES,
-Note [a graph compiled in pieces]; plain `nb` and `nb+pieces=1` compile it in one; n.pieces
-says how many it took; the Inductor columns then time only this process, the pieces' own
-compiles run in their workers).
+writes in host memory (Inductor's rule where the memory peak leaves no room); with `+isaserial`
+precompile_nb runs Inductor's CPU ISA probes one after another, as before Note [ISA probes at
+once] (PRECOMPILE_NB_ISA_AT_ONCE=0); with `+gcfreeze` the objects alive before the compile are
+frozen out of Python's garbage collector (gc.freeze()); with `+pieces=K` precompile_nb compiles
+the graph in K pieces at once (PRECOMPILE_NB_PIECES, Note [a graph compiled in pieces]; plain
+`nb` and `nb+pieces=1` compile it in one; n.pieces says how many it took; the Inductor columns
+then time only this process, the pieces' own compiles run in their workers).
 
 `nb+gcon` leaves Python's garbage collector on during the build, as before Note [the
 collector pauses for a build] (PRECOMPILE_NB_GC_PAUSE=0); the json's `gc` counts the
 collections and their seconds in every row, `rss_peak_mb` the process's peak resident memory.
+
+`nb+nosetup` leaves Triton's driver and source hash to the lowering, as before Note [Triton's
+set-up while the capture runs] (PRECOMPILE_NB_TRITON_SETUP=0).
 
 `nb+aot` sends every graph through AOTAutograd's two traces, as before Note [one trace between
 capture and Inductor] (PRECOMPILE_NB_STRAIGHT_TO_INDUCTOR=0); the json's t.decompose times the
@@ -98,6 +101,7 @@ else:
     w = build_workload(case, {device!r})
     fn, args, kind = w.fn, w.args, "infer" if w.inference else "train"
 T, N, SPLIT, BUILDS = {{}}, {{}}, "", {{}}
+NOW_PROF, SDPA = None, []
 def timed(owner, name, key):
     orig = getattr(owner, name)
     @functools.wraps(orig)
@@ -139,6 +143,16 @@ if {tool!r}.startswith("nb"):
     from precompile_nb.core import _compat  # lower looks these up on _compat at each call
     timed(_compat, "functionalize", "functionalize")
     timed(_compat, "autotune_now", "autotune_now")
+    if "+nowprof" in {tool!r}:  # cProfile of the precompile's one run (autotune_now) alone
+        NOW_PROF = cProfile.Profile()
+        _now = _compat.autotune_now
+        def _now_profiled(*a, **k):
+            NOW_PROF.enable()
+            try:
+                return _now(*a, **k)
+            finally:
+                NOW_PROF.disable()
+        _compat.autotune_now = _now_profiled
     from precompile_nb.core._compat import inductor as _inductor  # its one decomposing trace
     timed(_inductor, "decomposed", "decompose")  # (Note [one trace between capture and ...])
 if {tool!r}.startswith("nb"):  # the import jobs handed to the workers, or none (+coldworkers)
@@ -186,6 +200,8 @@ with ctx:
         BUILDS = dict(art.lowered.builds)
         N["pieces"] = split.count if split else 1
         SPLIT = repr(split)
+        SDPA = sorted({{str(n.target) for n in art.captured.graph.graph.nodes
+                       if "scaled_dot_product" in str(n.target)}})
     else:
         out = torch.compile(fn)(*args); sync()
         code, stages = "", {{}}
@@ -214,6 +230,9 @@ if {sources!r}:
 T["module"] = T.pop("module_all", 0.0) - T.get("codegen", 0.0)
 top = ({{"own": top_functions(prof, 40), "inclusive": top_functions(prof, 60, True)}}
        if prof else {{}})
+if NOW_PROF is not None and N.get("autotune_now"):  # (not run on the CPU: no stats)
+    top = {{"now_own": top_functions(NOW_PROF, 40),
+           "now_inclusive": top_functions(NOW_PROF, 60, True)}}
 if AT_PROF is not None and AUTOTUNED:  # (nothing benchmarked: no stats)
     top = {{"autotune_own": top_functions(AT_PROF, 40),
            "autotune_inclusive": top_functions(AT_PROF, 40, True)}}
@@ -225,7 +244,7 @@ import resource
 RSS = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 print(json.dumps({{"total": total, "marks": MARKS, "stages": stages, "t": T, "n": N,
                   "builds": BUILDS, "autotuned": AUTOTUNED, "top": top, "split": SPLIT,
-                  "gc": GC, "steady": STEADY, "rss_peak_mb": round(RSS, 1),
+                  "gc": GC, "steady": STEADY, "sdpa": SDPA, "rss_peak_mb": round(RSS, 1),
                   "kernels": code.count("async_compile.triton(") + code.count("cpp_pybinding(")}}))
 """
 
@@ -246,6 +265,8 @@ def run(case: str, tool: str, device: str, sources: str = "", steady: int = 0,
             env["PRECOMPILE_NB_ISA_AT_ONCE"] = "0"
         if "+aot" in tool:  # every graph through AOTAutograd (Note [one trace between capture
             env["PRECOMPILE_NB_STRAIGHT_TO_INDUCTOR"] = "0"  # and Inductor])
+        if "+nosetup" in tool:  # Triton's set-up left to the lowering (Note [Triton's set-up
+            env["PRECOMPILE_NB_TRITON_SETUP"] = "0"  # while the capture runs])
         if "+gcon" in tool:  # automatic collection left on during the build (Note [the
             env["PRECOMPILE_NB_GC_PAUSE"] = "0"  # collector pauses for a build])
         if "+fork" in tool:  # compile workers forked from this process, not a fresh sidecar

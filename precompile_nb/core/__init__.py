@@ -127,8 +127,10 @@ def build(fn: Callable, *example_inputs: Any, backend: str = "inductor",
     from .lower import lower
 
     with _compat.GLOBAL_LOCK, collector_paused():  # Note [the collector pauses for a build]
-        if backend == "inductor" and on_cuda(example_inputs):
+        device = cuda_index(example_inputs) if backend == "inductor" else None
+        if device is not None:
             _compat.start_compile_workers()  # Note [compile workers start with the capture]
+            _compat.start_triton_setup(device)  # Note [Triton's set-up while the capture runs]
             pieces.start_workers("cuda")  # Note [piece workers start with the capture]
         try:
             captured = stage("capture", lambda: capture(fn, example_inputs,
@@ -188,15 +190,23 @@ def collector_paused() -> Iterator[None]:
 def on_cuda(inputs: Sequence[Any]) -> bool:
     """Whether a tensor among `inputs`, or a parameter or buffer of a module among them, is
     on a CUDA device (the top level only: what precompile and the profiler decide on)."""
+    return cuda_index(inputs) is not None
+
+
+def cuda_index(inputs: Sequence[Any]) -> int | None:
+    """The index of the CUDA device of the first tensor among `inputs` (or parameter or
+    buffer of a module among them) that is on one; None where none is (see on_cuda)."""
+    import itertools
+
     import torch
 
     for v in inputs:
-        if isinstance(v, torch.Tensor) and v.is_cuda:
-            return True
-        if isinstance(v, torch.nn.Module) and (any(t.is_cuda for t in v.parameters())
-                                               or any(t.is_cuda for t in v.buffers())):
-            return True
-    return False
+        tensors = (itertools.chain(v.parameters(), v.buffers()) if isinstance(v, torch.nn.Module)
+                   else (v,) if isinstance(v, torch.Tensor) else ())
+        for t in tensors:
+            if t.is_cuda:
+                return t.device.index or 0
+    return None
 
 
 def _stage_failed(fn: Callable, stage: str, e: Exception) -> PrecompileError:

@@ -2,6 +2,8 @@
 checked versions are named beside each)."""
 from __future__ import annotations
 
+import threading
+
 
 # Note [compile workers start with the capture]
 #   Inductor compiles Triton kernels in a pool of worker processes, but only once the pool
@@ -61,3 +63,58 @@ def start_compile_workers() -> int:
         return len(jobs)
     except Exception:  # noqa: BLE001 - only a head start: the lower stage starts the pool
         return 0  # itself at its first kernel, and reports a failure there as a PrecompileError
+
+
+# Note [Triton's set-up while the capture runs]
+#   A process's first Triton compile pays two set-ups that Inductor caches for the process
+#   (2.11-2.15): Triton's CUDA driver, whose first use builds its C helper module with the C
+#   compiler (triton.runtime.driver.active, reached from Inductor's code generation through
+#   torch.utils._triton.triton_hash_with_backend, which also asks ptxas its version), and the
+#   hash of Triton's own sources (triton_key, reached through CacheBase.get_system, the key
+#   of the autotuning cache that the lowering of a matrix product opens). A cProfile of the
+#   tiny MLP's cold precompile on the H200 (benchmarks/results/h200_round19) found 0.38 s
+#   of the first under code generation and 0.39 s of the second under the lowering, on this
+#   thread, one after the other; torch.compile paid the same two (0.34 s and 0.37 s). Both
+#   wait mostly outside the interpreter (the compiler subprocess, reading and hashing files),
+#   so a CUDA precompile starts them on a thread of their own with the capture, once per
+#   process, on the example's device: by the time the lowering asks for them they are
+#   cached, or half done. The thread's errors are dropped (the lowering then meets them
+#   itself, as before), and the helper module lands in the Triton cache the build found,
+#   not in the build's private directory (Note [compile workers start with the capture]
+#   has the same order for the pool). PRECOMPILE_NB_TRITON_SETUP=0 leaves both to the
+#   lowering.
+_SETUP: list[threading.Thread] = []
+
+
+def start_triton_setup(device_index: int) -> bool:
+    """Start Triton's per-process set-up on a thread (Note [Triton's set-up while the
+    capture runs]); False where it was started before, or is switched off."""
+    import os
+
+    if _SETUP or os.environ.get("PRECOMPILE_NB_TRITON_SETUP", "1").strip() == "0":
+        return False
+    try:  # imported here first, so that the thread only finds them (no two threads importing
+        import torch._inductor.codecache  # noqa: F401 - one module tree at once)
+        import torch.utils._triton  # noqa: F401
+        import triton.compiler.compiler  # noqa: F401
+        import triton.runtime.driver  # noqa: F401
+    except ImportError:  # no Triton: nothing to set up
+        return False
+    t = threading.Thread(target=_triton_setup, args=(device_index,), daemon=True,
+                         name="precompile_nb-triton-setup")
+    _SETUP.append(t)
+    t.start()
+    return True
+
+
+def _triton_setup(device_index: int) -> None:
+    try:
+        import torch
+        from torch._inductor.codecache import CacheBase
+        from torch.utils._triton import triton_hash_with_backend
+
+        with torch.cuda.device(device_index):
+            triton_hash_with_backend()
+            CacheBase.get_system()
+    except Exception:  # noqa: BLE001 - only a head start: the lowering does it again and
+        pass  # reports what fails there
