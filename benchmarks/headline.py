@@ -116,7 +116,10 @@ def gpu_rows() -> list[tuple[str, str, str]]:
                                                             _R18 + "cold_zoo_gpt2.json"),
                                                        ("timm_vit", "hf_vit", "timm_deit",
                                                         "gpt2")),
-                                          collector_row(_R18 + "cold_zoo_vit.json")]
+                                          collector_row(_R18 + "cold_zoo_vit.json"),
+                                          zoo_cold_row(19, (_R19 + "cold_sweep_call1.json",
+                                                            _R19 + "cold_sweep_call2.json"),
+                                                       _ZOO_R19)]
 
 
 _R15 = "benchmarks/results/h200_round15/cold_call1.json"
@@ -124,6 +127,8 @@ _R16 = "benchmarks/results/h200_round16/cold.json"
 _R17 = "benchmarks/results/h200_round17/cold_call2.json"  # Note [one trace between capture...]
 _ZOO_R17 = ("gpt2", "timm_deit", "distilbert", "timm_vit", "hf_vit")
 _R18 = "benchmarks/results/h200_round18/"  # Note [the collector pauses for a build]
+_R19 = "benchmarks/results/h200_round19/"  # eight more zoo training steps
+_ZOO_R19 = ("albert", "electra", "opt", "hf_deit", "phi", "roberta", "bart")
 
 
 _COLD_NAMES = {"gpt_step": "GPT step", "transformer_train": "transformer training step",
