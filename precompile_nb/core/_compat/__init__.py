@@ -18,7 +18,7 @@ of its modules holds it:
   kernel_store.py  C++ kernels kept between processes and reused
   stack_frames.py  make_fx's node stack traces, each frame's line read only when kept
   scoped_patch.py  a torch function replaced while some thread needs it
-  compile_pool.py  Inductor's Triton compile workers, started and warmed with the capture
+  compile_pool.py  Inductor's Triton compile workers and Triton's set-up, started with the capture
   autotune.py  tuning a compiled CUDA graph at several sizes, at lowering
   pieces.py    a graph compiled in pieces: kernel names apart, the modules joined, loaded
   parallel.py  capture of data parallelism: FSDP2's states and hooks, DDP's settings

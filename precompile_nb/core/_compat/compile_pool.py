@@ -1,8 +1,10 @@
-"""torch internals of Inductor's pool of Triton compile workers, started with the capture (the
-checked versions are named beside each)."""
+"""torch internals of Inductor's pool of Triton compile workers and of Triton's per-process
+set-up, both started with the capture (the checked versions are named beside each)."""
 from __future__ import annotations
 
 import threading
+
+from .scoped_patch import switched_off
 
 
 # Note [compile workers start with the capture]
@@ -77,29 +79,28 @@ def start_compile_workers() -> int:
 #   thread, one after the other; torch.compile paid the same two (0.34 s and 0.37 s). Both
 #   wait mostly outside the interpreter (the compiler subprocess, reading and hashing files),
 #   so a CUDA precompile starts them on a thread of their own with the capture, once per
-#   process, on the example's device: by the time the lowering asks for them they are
-#   cached, or half done. The thread's errors are dropped (the lowering then meets them
-#   itself, as before), and the helper module lands in the Triton cache the build found,
-#   not in the build's private directory (Note [compile workers start with the capture]
-#   has the same order for the pool). PRECOMPILE_NB_TRITON_SETUP=0 leaves both to the
-#   lowering.
+#   process, on the example's device, so that they overlap the capture and the traces
+#   (where the lowering asks before the thread is done, it computes them again itself, as
+#   before: the two are plain caches). The thread's errors are dropped (the lowering then
+#   meets them itself), and where the thread builds the helper before the lowering enters
+#   the build's private directory, the helper lands in the Triton cache the build found, for
+#   the next process to reuse. PRECOMPILE_NB_TRITON_SETUP=0 (or off, false, no) leaves both
+#   to the lowering.
 _SETUP: list[threading.Thread] = []
 
 
 def start_triton_setup(device_index: int) -> bool:
     """Start Triton's per-process set-up on a thread (Note [Triton's set-up while the
     capture runs]); False where it was started before, or is switched off."""
-    import os
-
-    if _SETUP or os.environ.get("PRECOMPILE_NB_TRITON_SETUP", "1").strip() == "0":
+    if _SETUP or switched_off("PRECOMPILE_NB_TRITON_SETUP"):
         return False
     try:  # imported here first, so that the thread only finds them (no two threads importing
         import torch._inductor.codecache  # noqa: F401 - one module tree at once)
         import torch.utils._triton  # noqa: F401
         import triton.compiler.compiler  # noqa: F401
         import triton.runtime.driver  # noqa: F401
-    except ImportError:  # no Triton: nothing to set up
-        return False
+    except Exception:  # noqa: BLE001 - no Triton (or a broken one): nothing to set up here;
+        return False  # the lowering imports it itself and reports what fails there
     t = threading.Thread(target=_triton_setup, args=(device_index,), daemon=True,
                          name="precompile_nb-triton-setup")
     _SETUP.append(t)
