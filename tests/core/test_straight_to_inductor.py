@@ -93,19 +93,39 @@ def traced(monkeypatch):
     return calls
 
 
+@pytest.fixture
+def pre_grad(monkeypatch):
+    """Counts the graphs Inductor's pre-grad passes ran on (compile_fx's module global, which
+    2.11's compile_fx calls before AOTAutograd and 2.13-2.15's inside it)."""
+    import torch._inductor.compile_fx as compile_fx
+
+    calls = []
+    original = compile_fx._recursive_pre_grad_passes
+
+    def spy(gm, *args, **kwargs):
+        calls.append(gm)
+        return original(gm, *args, **kwargs)
+
+    monkeypatch.setattr(compile_fx, "_recursive_pre_grad_passes", spy)
+    return calls
+
+
 @pytest.mark.parametrize("case", ["train", "infer_with_write", "bn_train", "bn_infer"])
-def test_inductor_writes_the_same_code_with_or_without_aot_autograd(case, traced,
+def test_inductor_writes_the_same_code_with_or_without_aot_autograd(case, traced, pre_grad,
                                                                      monkeypatch):
-    arts = {}
+    arts, passes = {}, {}
     for env in ("0", "1"):
         monkeypatch.setenv(ENV, env)
+        before = len(pre_grad)
         m, x, y = _cnn() if case.startswith("bn") else _example()
         if case == "bn_infer":
             arts[env] = build(lambda m, x: m(x), m.eval(), x)
         else:
             arts[env] = build(_train_step, m, x, y) if case in ("train", "bn_train") else \
                 build(_counting_infer, m, x)
+        passes[env] = len(pre_grad) - before
     assert len(traced) == 1  # only with the switch on
+    assert passes["0"] >= 1 and passes["1"] == 0  # the straight path runs no pre-grad pass
     a, b = arts["0"].lowered, arts["1"].lowered
     assert "AOT ID" not in b.source  # AOTAutograd did not run
     assert _code(a.source) == _code(b.source)
@@ -196,18 +216,22 @@ def test_which_graphs_skip_aot_autograd(monkeypatch):
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("example", [_example, _cnn], ids=["mlp", "cnn_bn"])
-def test_cuda_training_step_same_triton_code_and_eager_results(example, traced, monkeypatch):
-    lowered = {}
+def test_cuda_training_step_same_triton_code_and_eager_results(example, traced, pre_grad,
+                                                               monkeypatch):
+    lowered, passes = {}, {}
     for env in ("0", "1"):
         monkeypatch.setenv(ENV, env)
         m, x, y = example()
         m, x, y = m.cuda(), x.cuda(), y.cuda()
+        before = len(pre_grad)
         art = build(_train_step, m, x, y)
         lowered[env] = art.lowered
+        passes[env] = len(pre_grad) - before
     # cudnn's BatchNorm keeps AOTAutograd's way (Note [BatchNorm's writes said before
     # functionalizing]); the plain step does not run it
     straight = example is _example
     assert len(traced) == (1 if straight else 0)
+    assert passes["0"] >= 1 and passes["1"] == (0 if straight else passes["0"])
     assert ("AOT ID" not in art.lowered.source) == straight
     assert _code(lowered["0"].source) == _code(lowered["1"].source)
     _same_kernels(lowered["0"].kernels, lowered["1"].kernels)

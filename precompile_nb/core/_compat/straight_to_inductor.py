@@ -32,9 +32,11 @@ from .scoped_patch import ScopedPatch, switched_off
 #   generated code is the same (tests/core/test_straight_to_inductor.py compares the two, on
 #   CPU and CUDA; a kernel's comment names the copy_ nodes of the graph that it computes, which
 #   AOTAutograd adds after its trace, unnamed). Inductor's pre-grad passes, which look for
-#   torch-level patterns an ATen graph does not have, are skipped with AOTAutograd where
-#   torch runs them inside it (2.13-2.15; 2.11 runs them before). On the H200 the two
-#   traces had cost 1.2-2.4 s of each zoo training step (benchmarks/results/h200_round17).
+#   torch-level patterns an ATen graph does not have, are skipped: with AOTAutograd where
+#   torch runs them inside it (2.13-2.15), and where 2.11's compile_fx runs them before it
+#   (0.11-0.23 s of each zoo training step on the H200, benchmarks/results/h200_round19) by
+#   the same scoped patch, on this thread only. On the H200 the two traces had cost 1.2-2.4 s
+#   of each zoo training step (benchmarks/results/h200_round17).
 #   Any other graph (collectives, effects, constants, ROCm's BatchNorm, inputs that share
 #   storage and are written) goes through AOTAutograd as before, and
 #   PRECOMPILE_NB_STRAIGHT_TO_INDUCTOR=0 sends every graph there.
@@ -115,12 +117,33 @@ _PATCH = ScopedPatch(lambda: _aot_autograd_class().__call__,
                      lambda f: setattr(_aot_autograd_class(), "__call__", f), _straight)
 
 
+def _no_pre_grad(original: Callable, patch: ScopedPatch) -> Callable:
+    def _recursive_pre_grad_passes(gm: torch.fx.GraphModule, *args: Any, **kwargs: Any) -> Any:
+        return gm if patch.on() else original(gm, *args, **kwargs)
+
+    return _recursive_pre_grad_passes
+
+
+def _compile_fx_module() -> Any:
+    import torch._inductor.compile_fx as compile_fx
+
+    return compile_fx
+
+
+# Inductor's pre-grad passes (torch-level patterns), which 2.11's compile_fx runs before it calls
+# AOTAutograd, through this module global (2.11-2.15: compile_fx._recursive_pre_grad_passes)
+_PRE_GRAD = ScopedPatch(lambda: getattr(_compile_fx_module(), "_recursive_pre_grad_passes", None),
+                        lambda f: setattr(_compile_fx_module(), "_recursive_pre_grad_passes", f),
+                        _no_pre_grad)
+
+
 @contextlib.contextmanager
 def without_aot_autograd(on: bool) -> Iterator[None]:
     """While compile_fx runs inside: a graph `decomposed` made goes to Inductor's inference
-    compiler directly (Note [one trace between capture and Inductor]); nothing where not `on`."""
+    compiler directly, without the pre-grad passes (Note [one trace between capture and
+    Inductor]); nothing where not `on`."""
     if not on:
         yield
         return
-    with _PATCH.active():
+    with _PATCH.active(), _PRE_GRAD.active():
         yield
