@@ -12,7 +12,7 @@ import sys
 import pytest
 
 _CHILD = r"""
-import json, threading, torch
+import json, torch
 from precompile_nb import precompile
 from precompile_nb.core._compat import compile_pool
 
