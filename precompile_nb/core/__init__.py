@@ -26,13 +26,13 @@ import dataclasses
 import difflib
 import gc
 import inspect
-import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from . import _compat
+from ._compat.scoped_patch import switched_off
 from .cache import pack
 from .errors import PrecompileError, fn_name, raised_by_user, user_frame
 from .load import bytecode_file, load
@@ -159,7 +159,8 @@ def build(fn: Callable, *example_inputs: Any, backend: str = "inductor",
 #   (counted in the precompile, not left to the user's next step). The peak memory this costs
 #   is measured beside the time (benchmarks/cold_split.py's `rss_peak_mb`, tool `nb+gcon`).
 #   Nested or concurrent builds pause it once; it is restored as the first one found it: a
-#   collector the user switched off stays off. PRECOMPILE_NB_GC_PAUSE=0 leaves it alone.
+#   collector the user switched off stays off. PRECOMPILE_NB_GC_PAUSE=0 (or off, false, no)
+#   leaves it alone.
 _PAUSE = {"depth": 0, "was_enabled": False}
 _PAUSE_LOCK = threading.Lock()
 
@@ -167,7 +168,7 @@ _PAUSE_LOCK = threading.Lock()
 @contextlib.contextmanager
 def collector_paused() -> Iterator[None]:
     """Inside: no automatic garbage collection (Note [the collector pauses for a build])."""
-    if os.environ.get("PRECOMPILE_NB_GC_PAUSE", "1") == "0":
+    if switched_off("PRECOMPILE_NB_GC_PAUSE"):
         yield
         return
     with _PAUSE_LOCK:

@@ -35,10 +35,10 @@ from .scoped_patch import ScopedPatch, switched_off
 #   torch-level patterns an ATen graph does not have, are skipped: with AOTAutograd where
 #   torch runs them inside it (2.13-2.15), and where 2.11's compile_fx runs them before it
 #   (0.11-0.23 s of each zoo training step on the H200, benchmarks/results/h200_round19) by
-#   the same scoped patch, on this thread only. On the H200 the two traces had cost 1.2-2.4 s
+#   a second scoped patch, on this thread only. On the H200 the two traces had cost 1.2-2.4 s
 #   of each zoo training step (benchmarks/results/h200_round17).
-#   Any other graph (collectives, effects, constants, ROCm's BatchNorm, inputs that share
-#   storage and are written) goes through AOTAutograd as before, and
+#   Any other graph (collectives, effects, constants, a GPU graph's BatchNorm, inputs that
+#   share storage and are written) goes through AOTAutograd as before, and
 #   PRECOMPILE_NB_STRAIGHT_TO_INDUCTOR=0 sends every graph there.
 ENV = "PRECOMPILE_NB_STRAIGHT_TO_INDUCTOR"
 
