@@ -119,7 +119,16 @@ def gpu_rows() -> list[tuple[str, str, str]]:
                                           collector_row(_R18 + "cold_zoo_vit.json"),
                                           zoo_cold_row(19, (_R19 + "cold_sweep_call1.json",
                                                             _R19 + "cold_sweep_call2.json"),
-                                                       _ZOO_R19)]
+                                                       _ZOO_R19),
+                                          workload_cold_row(20, tuple(
+                                              _R20 + f for f in ("cold_call1.json",
+                                                                 "cold_workloads_call2.json",
+                                                                 "cold_workloads_call3.json"))),
+                                          zoo_cold_row("20, call 2", _R20 + "cold_zoo_call2.json",
+                                                       ("timm_deit", "electra", "distilbert",
+                                                        "albert")),
+                                          zoo_cold_row("20, call 3", _R20 + "cold_zoo_call3.json",
+                                                       ("gpt2", "timm_deit", "electra", "opt"))]
 
 
 _R15 = "benchmarks/results/h200_round15/cold_call1.json"
@@ -129,6 +138,7 @@ _ZOO_R17 = ("gpt2", "timm_deit", "distilbert", "timm_vit", "hf_vit")
 _R18 = "benchmarks/results/h200_round18/"  # Note [the collector pauses for a build]
 _R19 = "benchmarks/results/h200_round19/"  # eight more zoo training steps
 _ZOO_R19 = ("albert", "electra", "opt", "hf_deit", "phi", "roberta", "bart")
+_R20 = "benchmarks/results/h200_round20/"  # round 19's changes on a GPU; the pool's start
 
 
 _COLD_NAMES = {"gpt_step": "GPT step", "transformer_train": "transformer training step",
@@ -273,7 +283,7 @@ def effnet_round15_rows() -> list[tuple[str, str, str]]:
     return out
 
 
-def zoo_cold_row(rnd: int, src: str | tuple[str, ...], cases: tuple[str, ...]
+def zoo_cold_row(rnd: int | str, src: str | tuple[str, ...], cases: tuple[str, ...]
                  ) -> tuple[str, str, str]:
     """Cold precompile against torch.compile on zoo training steps in the device calls of round
     `rnd` (one file each; one run each; the cases whose two rows the calls' time limits left
@@ -288,17 +298,21 @@ def zoo_cold_row(rnd: int, src: str | tuple[str, ...], cases: tuple[str, ...]
             "compile + first call, one run each", ", ".join(parts), "`, `".join(srcs))
 
 
-def workload_cold_row(rnd: int, src: str) -> tuple[str, str, str]:
-    """Cold precompile against torch.compile on the benchmark workloads in one device call of
-    round `rnd` (benchmarks/cold_split.py --workloads, one run each)."""
-    rows = json.loads((ROOT / src).read_text())
+def workload_cold_row(rnd: int, src: str | tuple[str, ...]) -> tuple[str, str, str]:
+    """Cold precompile against torch.compile on the benchmark workloads in the device calls of
+    round `rnd` (benchmarks/cold_split.py --workloads, one run each; a workload's two rows
+    come from one file)."""
+    srcs = (src,) if isinstance(src, str) else src
+    files = [json.loads((ROOT / f).read_text()) for f in srcs]
     parts = [f"{name} {rows[f'{name}:nb'][0]['total'] / rows[f'{name}:tc'][0]['total']:.2f}"
              + ("*" if name == "cnn_bn_train" else "")
              for name in ("tiny_mlp", "transformer_infer", "transformer_train", "cnn_bn_train",
-                          "gpt_step") if f"{name}:nb" in rows and f"{name}:tc" in rows]
+                          "gpt_step") for rows in files
+             if f"{name}:nb" in rows and f"{name}:tc" in rows]
     return (f"benchmark workloads, round {rnd}, cold: precompile / torch.compile compile + "
             "first call, one run each (*: measured with cuDNN's BatchNorm handed straight to "
-            "Inductor, which the shipped tree leaves to AOTAutograd)", ", ".join(parts), src)
+            "Inductor, which the shipped tree leaves to AOTAutograd)", ", ".join(parts),
+            "`, `".join(srcs))
 
 
 def collector_row(src: str) -> tuple[str, str, str]:
