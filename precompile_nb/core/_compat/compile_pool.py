@@ -84,8 +84,13 @@ def start_compile_workers() -> int:
 #   before: the two are plain caches). The thread's errors are dropped (the lowering then
 #   meets them itself), and where the thread builds the helper before the lowering enters
 #   the build's private directory, the helper lands in the Triton cache the build found, for
-#   the next process to reuse. PRECOMPILE_NB_TRITON_SETUP=0 (or off, false, no) leaves both
-#   to the lowering.
+#   the next process to reuse. The thread takes the hash first. The lowering needs it
+#   first, and triton_hash_with_backend builds the driver before it hashes. Measured on the
+#   H200 in the other order (benchmarks/results/h200_round20): the tiny MLP's code
+#   generation fell from 0.43 to 0.06 s, but its lowering stayed at 0.47-0.49 s. Its
+#   capture takes 0.13 s, so the lowering likely reached the hash before the thread had it
+#   (not profiled; this order has not run on a GPU yet).
+#   PRECOMPILE_NB_TRITON_SETUP=0 (or off, false, no) leaves both to the lowering.
 _SETUP: list[threading.Thread] = []
 
 
@@ -115,7 +120,7 @@ def _triton_setup(device_index: int) -> None:
         from torch.utils._triton import triton_hash_with_backend
 
         with torch.cuda.device(device_index):
-            triton_hash_with_backend()
-            CacheBase.get_system()
+            CacheBase.get_system()  # the hash first: the lowering asks for it before the
+            triton_hash_with_backend()  # code generation asks for the driver
     except Exception:  # noqa: BLE001 - only a head start: the lowering does it again and
         pass  # reports what fails there
