@@ -31,6 +31,11 @@ collections and their seconds in every row, `rss_peak_mb` the process's peak res
 `nb+nosetup` leaves Triton's driver and source hash to the lowering, as before Note [Triton's
 set-up while the capture runs] (PRECOMPILE_NB_TRITON_SETUP=0).
 
+`+threads` (e.g. `nb+threads`, `tc+threads`) compiles the Triton kernels that Inductor would
+compile one after another in the compiling process, while its compile workers start, on
+threads of that process (benchmarks/threaded_kernels.py, an experiment outside
+precompile_nb); n.kernels_on_threads counts them, n.threads says whether it was installed.
+
 `nb+aot` sends every graph through AOTAutograd's two traces, as before Note [one trace between
 capture and Inductor] (PRECOMPILE_NB_STRAIGHT_TO_INDUCTOR=0); the json's t.decompose times the
 one decomposing trace that replaces them.
@@ -126,6 +131,9 @@ for _owner, _name, _key in (  # AOTAutograd's two traces and Inductor's graph pa
     if hasattr(_owner, _name):
         timed(_owner, _name, _key)
 from torch._inductor.async_compile import AsyncCompile
+if "+threads" in {tool!r}:  # kernels met before the workers are ready compile on threads
+    import threaded_kernels  # (benchmarks/threaded_kernels.py, an experiment)
+    N["threads"] = threaded_kernels.install(N)
 MARK = {{}}  # perf_counter of the first kernel handed to async_compile, of the pool's readiness
 _triton = AsyncCompile.triton
 def _triton_marked(self, *a, **k):  # per kernel: sent to the compile workers, or compiled here
