@@ -33,30 +33,14 @@ import json, os, sys, time, warnings
 warnings.simplefilter("ignore")
 sys.path[:0] = [{root!r}, {bench!r}]
 import torch
-from torch import nn
 torch.cuda.init(); torch.zeros(1, device="cuda"); torch.cuda.synchronize()
 OUT = {out!r}
-
-class Block(nn.Module):
-    def __init__(self, c):
-        super().__init__()
-        self.c1, self.b1 = nn.Conv2d(c, c, 3, padding=1), nn.BatchNorm2d(c)
-        self.c2, self.b2 = nn.Conv2d(c, c, 3, padding=1), nn.BatchNorm2d(c)
-    def forward(self, x):
-        return torch.relu(x + self.b2(self.c2(torch.relu(self.b1(self.c1(x))))))
-
-class CNN(nn.Module):
-    def __init__(self, c=32):
-        super().__init__()
-        self.stem, self.bn = nn.Conv2d(3, c, 3, padding=1), nn.BatchNorm2d(c)
-        self.blocks, self.head = nn.Sequential(Block(c), Block(c)), nn.Linear(c, 10)
-    def forward(self, x):
-        return self.head(self.blocks(torch.relu(self.bn(self.stem(x)))).mean((2, 3)))
+from tests.core.models import SmallResNet  # a ResNet-style CNN
 
 def model(kind):
     torch.manual_seed(0)
     if kind == "dynamic":
-        m = CNN().cuda().eval()
+        m = SmallResNet(32).cuda().eval()
         return m, torch.randn(64, 3, 32, 32, device="cuda")
     from zoo import models
     spec = models.build("timm_efficientnet", "real", "cuda")

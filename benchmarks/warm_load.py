@@ -99,38 +99,13 @@ def _workload(name: str):
 
 def _gpt_step():
     import torch
-    from torch import nn
     from torch.nn import functional as F
 
+    if ROOT not in sys.path:  # the GPT of the tests' optimizer steps, at a larger size
+        sys.path.insert(0, ROOT)
+    from tests.core.models import GPT
+
     layers, d, heads, vocab, seq, batch = 4, 384, 6, 8192, 256, 16
-
-    class Block(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-            self.qkv, self.o = nn.Linear(d, 3 * d), nn.Linear(d, d)
-            self.up, self.down = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
-
-        def forward(self, x):
-            b, t, _ = x.shape
-            q, k, v = self.qkv(self.ln1(x)).view(b, t, 3, heads, d // heads).permute(
-                2, 0, 3, 1, 4)
-            a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-            x = x + self.o(a.transpose(1, 2).reshape(b, t, d))
-            return x + self.down(F.gelu(self.up(self.ln2(x))))
-
-    class GPT(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.emb, self.pos = nn.Embedding(vocab, d), nn.Parameter(torch.zeros(seq, d))
-            self.blocks = nn.ModuleList(Block() for _ in range(layers))
-            self.ln = nn.LayerNorm(d)
-
-        def forward(self, idx):
-            x = self.emb(idx) + self.pos
-            for blk in self.blocks:
-                x = blk(x)
-            return self.ln(x) @ self.emb.weight.t()  # head tied to the embedding
 
     def gpt_step(m, idx, targets):
         with torch.autocast("cuda", dtype=torch.bfloat16):
@@ -138,7 +113,7 @@ def _gpt_step():
         loss.backward()
         return loss.detach()
 
-    m = GPT().to(DEVICE)
+    m = GPT(vocab, d, heads, layers, seq).to(DEVICE)
     g = torch.Generator(device=DEVICE).manual_seed(1)
     idx, tg = (torch.randint(0, vocab, (batch, seq), device=DEVICE, generator=g)
                for _ in range(2))

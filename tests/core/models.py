@@ -72,11 +72,48 @@ class Block(nn.Module):
 
 
 class SmallResNet(nn.Module):
-    def __init__(self):
+    def __init__(self, c: int = 8):
         super().__init__()
-        self.stem, self.bn = nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8)
-        self.blocks, self.head = nn.Sequential(Block(8), Block(8)), nn.Linear(8, 10)
+        self.stem, self.bn = nn.Conv2d(3, c, 3, padding=1), nn.BatchNorm2d(c)
+        self.blocks, self.head = nn.Sequential(Block(c), Block(c)), nn.Linear(c, 10)
 
     def forward(self, x):
         x = self.blocks(torch.relu(self.bn(self.stem(x))))
         return self.head(x.mean((2, 3)))
+
+
+class GPTBlock(nn.Module):
+    """A pre-LN decoder block: causal SDPA, GELU MLP."""
+
+    def __init__(self, d: int, heads: int):
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.o = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.up, self.down = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).view(b, t, 3, self.heads, d // self.heads).permute(
+            2, 0, 3, 1, 4)
+        a = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.o(a.transpose(1, 2).reshape(b, t, d))
+        return x + self.down(torch.nn.functional.gelu(self.up(self.ln2(x))))
+
+
+class GPT(nn.Module):
+    """A GPT-style decoder whose head is tied to the embedding (the tests' optimizer steps and
+    benchmarks/warm_load.py's GPT step)."""
+
+    def __init__(self, vocab: int = 512, d: int = 128, heads: int = 4, layers: int = 2,
+                 seq: int = 64):
+        super().__init__()
+        self.emb, self.pos = nn.Embedding(vocab, d), nn.Parameter(torch.zeros(seq, d))
+        self.blocks = nn.ModuleList(GPTBlock(d, heads) for _ in range(layers))
+        self.ln = nn.LayerNorm(d)
+
+    def forward(self, idx):
+        x = self.emb(idx) + self.pos
+        for blk in self.blocks:
+            x = blk(x)
+        return self.ln(x) @ self.emb.weight.t()

@@ -13,6 +13,8 @@ from precompile_nb import PrecompileError, precompile
 from precompile_nb.core import build
 from precompile_nb.tools.report import report_data
 
+from tests.core.models import GPT
+
 from ..conftest import run_fresh
 
 STEPS = 5
@@ -275,38 +277,8 @@ def test_the_artifact_reloads_in_a_fresh_process_and_trains_like_eager(tmp_path)
             torch.testing.assert_close(state[n][k], v, **TOL)
 
 
-def _tiny_gpt(vocab=512, d=128, heads=4, layers=2, seq=64):
+def _tiny_gpt():
     """A GPT-style decoder (pre-LN blocks, causal SDPA, GELU MLP, head tied to the embedding)."""
-    from torch import nn
-
-    class Block(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-            self.qkv, self.o = nn.Linear(d, 3 * d), nn.Linear(d, d)
-            self.up, self.down = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
-
-        def forward(self, x):
-            b, t, _ = x.shape
-            q, k, v = self.qkv(self.ln1(x)).view(b, t, 3, heads, d // heads).permute(
-                2, 0, 3, 1, 4)
-            a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-            x = x + self.o(a.transpose(1, 2).reshape(b, t, d))
-            return x + self.down(F.gelu(self.up(self.ln2(x))))
-
-    class GPT(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.emb, self.pos = nn.Embedding(vocab, d), nn.Parameter(torch.zeros(seq, d))
-            self.blocks = nn.ModuleList(Block() for _ in range(layers))
-            self.ln = nn.LayerNorm(d)
-
-        def forward(self, idx):
-            x = self.emb(idx) + self.pos
-            for blk in self.blocks:
-                x = blk(x)
-            return self.ln(x) @ self.emb.weight.t()
-
     torch.manual_seed(0)
     return GPT()
 
