@@ -208,8 +208,8 @@ with ctx:
         BUILDS = dict(art.lowered.builds)
         N["pieces"] = split.count if split else 1
         SPLIT = repr(split)
-        SDPA = sorted({{str(n.target) for n in art.captured.graph.graph.nodes
-                       if "scaled_dot_product" in str(n.target)}})
+        from sdpa_choice import sdpa_ops
+        SDPA = sorted(sdpa_ops(art.captured.graph))
     else:
         out = torch.compile(fn)(*args); sync()
         code, stages = "", {{}}

@@ -33,7 +33,8 @@ class _Ops(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def _sdpa(gm: torch.fx.GraphModule) -> set[str]:
+def sdpa_ops(gm: torch.fx.GraphModule) -> set[str]:
+    """The scaled-dot-product-attention ops of a graph (cold_split.py's `sdpa` field too)."""
     return {str(n.target) for n in gm.graph.nodes if "scaled_dot_product" in str(n.target)}
 
 
@@ -67,7 +68,7 @@ def main() -> None:
     seen: set[str] = set()
 
     def keep(gm, _inputs):
-        seen.update(_sdpa(gm))
+        seen.update(sdpa_ops(gm))
         return gm
 
     torch._dynamo.reset()
@@ -77,7 +78,7 @@ def main() -> None:
     from precompile_nb.core import build
 
     art = build(fn, *args)
-    out["precompile_nb"] = sorted(_sdpa(art.captured.graph))
+    out["precompile_nb"] = sorted(sdpa_ops(art.captured.graph))
     print(json.dumps(out))
 
 

@@ -36,12 +36,11 @@ def install(counts: dict) -> str:
     threads = concurrent.futures.ThreadPoolExecutor(
         max(1, min(8, (os.cpu_count() or 2) - 1)), thread_name_prefix="cold_split-kernels")
     inline = ac.AsyncCompile.triton
+    set_ptxas = getattr(ac, "_set_triton_ptxas_path", lambda: None)
 
     def warm(load_kernel):
         try:
-            set_ptxas = getattr(ac, "_set_triton_ptxas_path", None)
-            if set_ptxas is not None:
-                set_ptxas()
+            set_ptxas()
             load_kernel().precompile(warm_cache_only=True)
         except Exception:  # noqa: BLE001 - Inductor's own path meets it again and reports it
             pass
