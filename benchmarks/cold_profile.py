@@ -42,7 +42,7 @@ ROOT = os.path.dirname(HERE)
 
 # the start of a child's source: the repository and benchmarks/ first, one torch thread
 PRELUDE = r"""
-import cProfile, functools, json, os, pstats, sys, time, warnings
+import contextlib, cProfile, functools, json, os, pstats, sys, time, warnings
 warnings.simplefilter("ignore")
 sys.path[:0] = [{root!r}, {bench!r}]
 import torch

@@ -31,10 +31,11 @@ collections and their seconds in every row, `rss_peak_mb` the process's peak res
 `nb+nosetup` leaves Triton's driver and source hash to the lowering, as before Note [Triton's
 set-up while the capture runs] (PRECOMPILE_NB_TRITON_SETUP=0).
 
-`+threads` (e.g. `nb+threads`, `tc+threads`) compiles the Triton kernels that Inductor would
-compile one after another in the compiling process, while its compile workers start, on
-threads of that process (benchmarks/threaded_kernels.py, an experiment outside
-precompile_nb); n.kernels_on_threads counts them, n.threads says whether it was installed.
+precompile_nb compiles the Triton kernels that Inductor would compile one after another in
+the compiling process, while its compile workers start, on threads of that process (Note
+[kernels on threads while the workers start]); n.kernels_on_threads counts them. `nb+nothreads`
+compiles them as Inductor does (PRECOMPILE_NB_KERNEL_THREADS=0); `tc+threads` gives
+torch.compile the same (precompile_nb's kernels_on_threads around its compile and first call).
 
 `nb+aot` sends every graph through AOTAutograd's two traces, as before Note [one trace between
 capture and Inductor] (PRECOMPILE_NB_STRAIGHT_TO_INDUCTOR=0); the json's t.decompose times the
@@ -131,22 +132,31 @@ for _owner, _name, _key in (  # AOTAutograd's two traces and Inductor's graph pa
     if hasattr(_owner, _name):
         timed(_owner, _name, _key)
 from torch._inductor.async_compile import AsyncCompile
-if "+threads" in {tool!r}:  # kernels met before the workers are ready compile on threads
-    import threaded_kernels  # (benchmarks/threaded_kernels.py, an experiment)
-    N["threads"] = threaded_kernels.install(N)
 MARK = {{}}  # perf_counter of the first kernel handed to async_compile, of the pool's readiness
-_triton = AsyncCompile.triton
-def _triton_marked(self, *a, **k):  # per kernel: sent to the compile workers, or compiled here
+def _first_kernel(self):
     MARK.setdefault("first_kernel", time.perf_counter())
-    sent = type(self).use_process_pool()
     ready = type(self)._ready_future
     if ready is not None and "pool_watch" not in MARK:
         MARK["pool_watch"] = time.perf_counter()
         ready.add_done_callback(lambda f: MARK.setdefault("pool_ready", time.perf_counter()))
+_triton = AsyncCompile.triton
+def _triton_marked(self, *a, **k):  # per kernel: sent to the compile workers, or compiled here
+    _first_kernel(self)  # (a kernel compiled on a thread first comes here when Inductor waits
+    sent = type(self).use_process_pool()  # for it: it counts as in-process then)
     key = "kernels_to_pool" if sent else "kernels_in_process"
     N[key] = N.get(key, 0) + 1
     return _triton(self, *a, **k)
 AsyncCompile.triton = _triton_marked
+from precompile_nb.core._compat import kernel_threads as _kt  # the kernels on threads
+_kt_wrap = _kt._PATCH._wrap  # (Note [kernels on threads while the workers start]): marked
+def _kt_marked(inline, patch):  # as they reach it, before the thread takes them
+    threaded = _kt_wrap(inline, patch)
+    def triton(self, *a, **k):
+        _first_kernel(self)
+        return threaded(self, *a, **k)
+    return triton
+_kt._PATCH._wrap = _kt_marked
+_kt_sent = _kt.kernels_sent_to_threads()
 if {tool!r}.startswith("nb"):
     from precompile_nb.core import _compat  # lower looks these up on _compat at each call
     timed(_compat, "functionalize", "functionalize")
@@ -211,10 +221,12 @@ with ctx:
         from sdpa_choice import sdpa_ops
         SDPA = sorted(sdpa_ops(art.captured.graph))
     else:
-        out = torch.compile(fn)(*args); sync()
+        with (_kt.kernels_on_threads() if "+threads" in {tool!r} else contextlib.nullcontext()):
+            out = torch.compile(fn)(*args); sync()
         code, stages = "", {{}}
     if prof: prof.disable()
 total = time.perf_counter() - t0
+N["kernels_on_threads"] = _kt.kernels_sent_to_threads() - _kt_sent
 STEADY = {{}}
 if {steady!r}:  # steady state: median of N calls of the compiled step, and of eager's
     def median_ms(f):
@@ -273,6 +285,8 @@ def run(case: str, tool: str, device: str, sources: str = "", steady: int = 0,
             env["PRECOMPILE_NB_ISA_AT_ONCE"] = "0"
         if "+aot" in tool:  # every graph through AOTAutograd (Note [one trace between capture
             env["PRECOMPILE_NB_STRAIGHT_TO_INDUCTOR"] = "0"  # and Inductor])
+        if "+nothreads" in tool:  # kernels compiled as Inductor does (Note [kernels on
+            env["PRECOMPILE_NB_KERNEL_THREADS"] = "0"  # threads while the workers start])
         if "+nosetup" in tool:  # Triton's set-up left to the lowering (Note [Triton's set-up
             env["PRECOMPILE_NB_TRITON_SETUP"] = "0"  # while the capture runs])
         if "+gcon" in tool:  # automatic collection left on during the build (Note [the

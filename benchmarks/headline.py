@@ -128,7 +128,14 @@ def gpu_rows() -> list[tuple[str, str, str]]:
                                                        ("timm_deit", "electra", "distilbert",
                                                         "albert")),
                                           zoo_cold_row("20, call 3", _R20 + "cold_zoo_call3.json",
-                                                       ("gpt2", "timm_deit", "electra", "opt"))]
+                                                       ("gpt2", "timm_deit", "electra", "opt")),
+                                          workload_cold_row(
+                                              "21, call 1", _R21 + "cold_threads_workloads_call1"
+                                              ".json", "nb+threads", _THREADS_EXPERIMENT),
+                                          zoo_cold_row("21, call 3", _R21 + "cold_zoo_call3.json",
+                                                       ("albert", "opt", "gpt2", "timm_deit")),
+                                          zoo_cold_row("21, call 4", _R21 + "cold_zoo_call4.json",
+                                                       ("opt",))]
 
 
 _R15 = "benchmarks/results/h200_round15/cold_call1.json"
@@ -139,6 +146,10 @@ _R18 = "benchmarks/results/h200_round18/"  # Note [the collector pauses for a bu
 _R19 = "benchmarks/results/h200_round19/"  # eight more zoo training steps
 _ZOO_R19 = ("albert", "electra", "opt", "hf_deit", "phi", "roberta", "bart")
 _R20 = "benchmarks/results/h200_round20/"  # round 19's changes on a GPU; the pool's start
+_R21 = "benchmarks/results/h200_round21/"  # Note [kernels on threads while the workers start]
+_THREADS_EXPERIMENT = ("precompile with the kernels met before the compile workers are ready "
+                       "compiled on threads (the benchmark-side experiment that preceded Note "
+                       "[kernels on threads while the workers start])")
 
 
 _COLD_NAMES = {"gpt_step": "GPT step", "transformer_train": "transformer training step",
@@ -283,33 +294,34 @@ def effnet_round15_rows() -> list[tuple[str, str, str]]:
     return out
 
 
-def zoo_cold_row(rnd: int | str, src: str | tuple[str, ...], cases: tuple[str, ...]
-                 ) -> tuple[str, str, str]:
-    """Cold precompile against torch.compile on zoo training steps in the device calls of round
-    `rnd` (one file each; one run each; the cases whose two rows the calls' time limits left
-    whole)."""
+def zoo_cold_row(rnd: int | str, src: str | tuple[str, ...], cases: tuple[str, ...],
+                 tool: str = "nb", what: str = "precompile") -> tuple[str, str, str]:
+    """Cold precompile (cold_split.py's `tool`, named `what`) against torch.compile on zoo
+    training steps in the device calls of round `rnd` (one file each; one run each; the cases
+    whose two rows the calls' time limits left whole)."""
     srcs = (src,) if isinstance(src, str) else src
     rows = {k: v for f in srcs for k, v in json.loads((ROOT / f).read_text()).items()}
     parts = []
     for case in cases:
-        nb, tc = rows[f"{case}:train:real:nb"][0], rows[f"{case}:train:real:tc"][0]
+        nb, tc = rows[f"{case}:train:real:{tool}"][0], rows[f"{case}:train:real:tc"][0]
         parts.append(f"{case} {nb['total'] / tc['total']:.2f}")
-    return (f"zoo training steps (real size), round {rnd}, cold: precompile / torch.compile "
+    return (f"zoo training steps (real size), round {rnd}, cold: {what} / torch.compile "
             "compile + first call, one run each", ", ".join(parts), "`, `".join(srcs))
 
 
-def workload_cold_row(rnd: int, src: str | tuple[str, ...]) -> tuple[str, str, str]:
-    """Cold precompile against torch.compile on the benchmark workloads in the device calls of
-    round `rnd` (benchmarks/cold_split.py --workloads, one run each; a workload's two rows
-    come from one file)."""
+def workload_cold_row(rnd: int | str, src: str | tuple[str, ...], tool: str = "nb",
+                      what: str = "precompile") -> tuple[str, str, str]:
+    """Cold precompile (cold_split.py's `tool`, named `what`) against torch.compile on the
+    benchmark workloads in the device calls of round `rnd` (benchmarks/cold_split.py
+    --workloads, one run each; a workload's two rows come from one file)."""
     srcs = (src,) if isinstance(src, str) else src
     files = [json.loads((ROOT / f).read_text()) for f in srcs]
-    parts = [f"{name} {rows[f'{name}:nb'][0]['total'] / rows[f'{name}:tc'][0]['total']:.2f}"
+    parts = [f"{name} {rows[f'{name}:{tool}'][0]['total'] / rows[f'{name}:tc'][0]['total']:.2f}"
              + ("*" if name == "cnn_bn_train" else "")
              for name in ("tiny_mlp", "transformer_infer", "transformer_train", "cnn_bn_train",
                           "gpt_step") for rows in files
-             if f"{name}:nb" in rows and f"{name}:tc" in rows]
-    return (f"benchmark workloads, round {rnd}, cold: precompile / torch.compile compile + "
+             if f"{name}:{tool}" in rows and f"{name}:tc" in rows]
+    return (f"benchmark workloads, round {rnd}, cold: {what} / torch.compile compile + "
             "first call, one run each (*: measured with cuDNN's BatchNorm handed straight to "
             "Inductor, which the shipped tree leaves to AOTAutograd)", ", ".join(parts),
             "`, `".join(srcs))

@@ -19,6 +19,7 @@ of its modules holds it:
   stack_frames.py  make_fx's node stack traces, each frame's line read only when kept
   scoped_patch.py  a torch function replaced while some thread needs it
   compile_pool.py  Inductor's Triton compile workers and Triton's set-up, started with the capture
+  kernel_threads.py  Triton kernels met before those workers are ready, compiled on threads
   autotune.py  tuning a compiled CUDA graph at several sizes, at lowering
   pieces.py    a graph compiled in pieces: kernel names apart, the modules joined, loaded
   parallel.py  capture of data parallelism: FSDP2's states and hooks, DDP's settings
@@ -27,9 +28,10 @@ of its modules holds it:
   realdata.py  data guards: fake tensors with real values, the decisions taken from them
   answers.py   what torch's compiler flags answer on the tracing thread while capture traces
 warm, inductor (with straight_to_inductor), conv_layout, cpp_runs, isa_probes, scoped_patch,
-compile_pool, kernel_store, autotune and pieces are imported with the door (a load runs on
-them; none imports the compiler at import); tracing (with stack_frames, batch_norm), conv_as_mm,
-parallel, realdata and answers at the first use of one of their names (`_LAZY`).
+compile_pool, kernel_threads, kernel_store, autotune and pieces are imported with the door (a
+load runs on them; none imports the compiler at import); tracing (with stack_frames,
+batch_norm), conv_as_mm, parallel, realdata and answers at the first use of one of their names
+(`_LAZY`).
 """
 from __future__ import annotations
 
@@ -70,6 +72,7 @@ from .inductor import (  # noqa: F401 - the door re-exports
     triton_launch_records,
 )
 from .compile_pool import start_compile_workers, start_triton_setup  # noqa: F401
+from .kernel_threads import kernels_on_threads, kernels_sent_to_threads  # noqa: F401
 from .kernel_store import kernel_store_dir, reusing_built_kernels  # noqa: F401 - re-exports
 from .pieces import (  # noqa: F401 - the door re-exports
     compile_dirs,

@@ -88,8 +88,9 @@ def start_compile_workers() -> int:
 #   first, and triton_hash_with_backend builds the driver before it hashes. Measured on the
 #   H200 in the other order (benchmarks/results/h200_round20): the tiny MLP's code
 #   generation fell from 0.43 to 0.06 s, but its lowering stayed at 0.47-0.49 s. Its
-#   capture takes 0.13 s, so the lowering likely reached the hash before the thread had it
-#   (not profiled; this order has not run on a GPU yet).
+#   capture takes 0.13 s, so the lowering likely reached the hash before the thread had it.
+#   In this order (benchmarks/results/h200_round21, one run each): lowering 0.36 against
+#   0.40 s without the thread, code generation 0.29 against 0.43 s.
 #   PRECOMPILE_NB_TRITON_SETUP=0 (or off, false, no) leaves both to the lowering.
 _SETUP: list[threading.Thread] = []
 

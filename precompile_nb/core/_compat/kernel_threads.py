@@ -1,0 +1,147 @@
+"""torch internals of the Triton kernels a CUDA lowering meets before Inductor's compile workers
+are ready: compiled on threads of the compiling process (Note [kernels on threads while the
+workers start]); checked on 2.11 (H200), 2.13 and 2.15."""
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import functools
+import os
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from .scoped_patch import ScopedPatch, switched_off
+
+# Note [kernels on threads while the workers start]
+#   Inductor hands each Triton kernel to its compile workers only once they say they are
+#   ready (AsyncCompile.use_process_pool, 2.11-2.15); until then it compiles the kernel in
+#   this process at once, one after another, each blocking the code generation of the rest.
+#   Even started with the capture (Note [compile workers start with the capture]), the workers
+#   were ready 2-5 s after the first kernel on the H200's training steps, and the rows that
+#   compiled 13-19 kernels that way were the slow ones (benchmarks/results/h200_round20).
+#   Most of a Triton compile runs outside the interpreter (LLVM, ptxas): two threads compiled
+#   16 kernels 1.7-1.9x as fast as one (benchmarks/results/cpu_round20). So, while precompile
+#   lowers, a kernel that would compile in this process goes to a thread instead, which does
+#   what a worker does: load the kernel's module and compile every configuration into Triton's
+#   cache on disk (_worker_compile_triton's load_kernel().precompile(warm_cache_only=True)).
+#   Inductor gets a future at once and generates the next kernels. When the module waits for
+#   its kernels (AsyncCompile.wait, on the compiling thread) the future waits for that thread,
+#   then runs Inductor's own in-process path for the kernel, unchanged, which finds every
+#   configuration in Triton's cache: the kernel object, its compile id and Inductor's records
+#   are made on the compiling thread as before, and its binaries are the same (same source,
+#   same cache). That path is taken even where the workers became ready meanwhile
+#   (use_process_pool answers False while a future resolves): handing them a kernel already
+#   compiled only added a round trip to a worker, one kernel after another (seen on the H200:
+#   ALBERT's 51 kernels, 42 of them resolved through the workers, waited 5.2 s against
+#   torch.compile's 3.8 s).
+#   A failure on a thread is dropped, and Inductor's own path meets it again and reports it
+#   as it always does. Once the workers are ready, kernels go to them as before. Nothing
+#   changes where Inductor compiles in one thread anyway (compile_threads <= 1: its wait
+#   would not resolve futures), off CUDA, under TRITON_INTERPRET=1, or for a kernel Inductor
+#   already has; and only on a thread inside precompile's lowering (a torch.compile beside it
+#   is left alone). Measured on the H200 (benchmarks/results/h200_round21, one run each),
+#   first as a benchmark-side experiment: the GPT step's 40 kernels all went to threads,
+#   11.4 s against 11.2 and 14.6 s without (the phase that waits for the kernels 3.3 s
+#   against 3.7 and 4.5 s; torch.compile 14.7 s); OPT's training step 11.3 against 13.0 s
+#   (39 kernels, that phase 4.8 against 6.1 s). Then as here, before the in-process answer
+#   above: OPT 12.3 s against torch.compile's 15.9 s, all 39 kernels on threads.
+#   PRECOMPILE_NB_KERNEL_THREADS=0 (or off, false, no) compiles those kernels as Inductor does.
+_NAMES = ("_load_triton_kernel_from_source", "CompiledTritonKernels", "CodeCacheFuture",
+          "LambdaFuture", "get_compile_threads")
+_SENT = [0]  # kernels this process sent to threads
+_RESOLVING = threading.local()  # .on while this thread resolves a kernel compiled on a thread
+_POOL: list[concurrent.futures.ThreadPoolExecutor] = []
+_POOL_LOCK = threading.Lock()
+
+
+def _async_compile() -> Any:
+    """Inductor's async_compile module (2.11-2.15: torch._inductor.async_compile), or None
+    where it lacks a name this needs."""
+    try:
+        import torch._inductor.async_compile as ac
+    except ImportError:
+        return None
+    return ac if all(hasattr(ac, n) for n in _NAMES) else None
+
+
+@contextlib.contextmanager
+def kernels_on_threads() -> Iterator[None]:
+    """While this thread lowers a graph: Note [kernels on threads while the workers start]."""
+    if switched_off("PRECOMPILE_NB_KERNEL_THREADS") or _async_compile() is None:
+        yield
+        return
+    with _PATCH.active(), _POOL_ASKED.active():
+        yield
+
+
+def kernels_sent_to_threads() -> int:
+    """How many Triton kernels this process has compiled on threads so far."""
+    return _SENT[0]
+
+
+def _threads(count: int) -> concurrent.futures.ThreadPoolExecutor:
+    with _POOL_LOCK:
+        if not _POOL:  # one per compile thread Inductor would use, 8 at most: each mostly
+            _POOL.append(concurrent.futures.ThreadPoolExecutor(  # waits on LLVM and ptxas
+                max(1, min(8, count)), thread_name_prefix="precompile_nb-kernel"))
+        return _POOL[0]
+
+
+def _into_triton_cache(ac: Any, kernel_name: str, source_code: str) -> None:
+    try:
+        getattr(ac, "_set_triton_ptxas_path", lambda: None)()
+        ac._load_triton_kernel_from_source(kernel_name, source_code).precompile(
+            warm_cache_only=True)
+    except Exception:  # noqa: BLE001 - Inductor's own path meets it again and reports it
+        pass
+
+
+def _on_threads(inline: Any, patch: ScopedPatch) -> Any:
+    ac = _async_compile()
+
+    @functools.wraps(inline)
+    def triton(self: Any, kernel_name: str, source_code: str, device_str: str = "cuda"):
+        if (not patch.on() or device_str != "cuda" or ac.get_compile_threads() <= 1
+                or os.environ.get("TRITON_INTERPRET", "0") == "1"
+                or type(self).use_process_pool()
+                or ac.CompiledTritonKernels.get(source_code) is not None):
+            return inline(self, kernel_name, source_code, device_str)
+        job = _threads(ac.get_compile_threads()).submit(_into_triton_cache, ac, kernel_name,
+                                                        source_code)
+        _SENT[0] += 1
+
+        def result() -> Any:
+            job.result()
+            _RESOLVING.on = True  # Inductor's in-process path, whether or not the workers
+            try:  # are ready by now
+                out = inline(self, kernel_name, source_code, device_str)
+            finally:
+                _RESOLVING.on = False
+            return out.result() if isinstance(out, ac.CodeCacheFuture) else out
+
+        return ac.LambdaFuture(result, future=job)
+
+    return triton
+
+
+_PATCH = ScopedPatch(lambda: _async_compile().AsyncCompile.triton,
+                     lambda f: setattr(_async_compile().AsyncCompile, "triton", f),
+                     _on_threads)
+
+
+def _in_process_while_resolving(original: Any, patch: ScopedPatch) -> Any:
+    ask = original.__func__
+
+    def use_process_pool(cls: Any) -> bool:
+        if patch.on() and getattr(_RESOLVING, "on", False):
+            return False
+        return ask(cls)
+
+    return classmethod(use_process_pool)
+
+
+_POOL_ASKED = ScopedPatch(  # 2.11-2.15: a classmethod
+    lambda: _async_compile().AsyncCompile.__dict__.get("use_process_pool"),
+    lambda f: setattr(_async_compile().AsyncCompile, "use_process_pool", f),
+    _in_process_while_resolving)

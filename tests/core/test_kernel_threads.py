@@ -1,0 +1,158 @@
+"""Note [kernels on threads while the workers start]: while precompile lowers, a Triton kernel
+that Inductor would compile in the compiling process (its workers not ready yet) is compiled
+into Triton's cache on a thread, and Inductor's own path then makes the kernel on the
+compiling thread. The protocol is checked on CPU with stand-ins for Inductor's kernel; on a
+GPU, a fresh process's precompile sends kernels to threads and computes what eager does, and
+the switch sends none."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+
+import pytest
+import torch
+
+from precompile_nb.core._compat import kernel_threads
+
+ac = pytest.importorskip("torch._inductor.async_compile")
+
+
+class _Kernel:
+    def __init__(self, name: str, seen: list) -> None:
+        self.name, self.seen = name, seen
+
+    def precompile(self, warm_cache_only: bool = False) -> None:
+        self.seen.append(("warm", self.name, threading.current_thread().name, warm_cache_only))
+        if self.name == "bad":
+            raise RuntimeError("the thread's failure")
+
+
+@pytest.fixture
+def stand_ins(monkeypatch):
+    """Inductor's in-process path and kernel loader replaced by recorders; the workers never
+    ready, four compile threads."""
+    seen: list = []
+
+    def inline(self, kernel_name, source_code, device_str="cuda"):
+        seen.append(("inline", kernel_name, threading.current_thread().name))
+        if kernel_name == "bad":
+            raise RuntimeError(f"Inductor's own error for {kernel_name}")
+        return f"kernel {kernel_name}"
+
+    monkeypatch.setattr(ac.AsyncCompile, "triton", inline)
+    monkeypatch.setattr(ac.AsyncCompile, "use_process_pool", classmethod(lambda cls: False))
+    monkeypatch.setattr(ac, "get_compile_threads", lambda: 4)
+    monkeypatch.setattr(ac, "_load_triton_kernel_from_source",
+                        lambda name, source: _Kernel(name, seen))
+    monkeypatch.delenv("PRECOMPILE_NB_KERNEL_THREADS", raising=False)
+    return inline, seen
+
+
+def test_a_kernel_compiles_on_a_thread_and_inductor_makes_it_on_the_compiling_thread(
+        stand_ins):
+    inline, seen = stand_ins
+    before = kernel_threads.kernels_sent_to_threads()
+    with kernel_threads.kernels_on_threads():
+        future = ac.AsyncCompile().triton("k1", "source of k1", "cuda")
+        assert isinstance(future, ac.CodeCacheFuture)
+        assert kernel_threads.kernels_sent_to_threads() == before + 1
+        assert future.result() == "kernel k1"
+    warm, made = seen
+    assert warm[0] == "warm" and warm[1] == "k1" and warm[3] is True
+    assert warm[2].startswith("precompile_nb-kernel")
+    assert made == ("inline", "k1", threading.current_thread().name)
+    assert ac.AsyncCompile.triton is inline  # put back once the lowering ends
+
+
+def test_a_kernel_from_a_thread_is_made_in_process_even_once_the_workers_are_ready(
+        stand_ins, monkeypatch):
+    inline, seen = stand_ins
+    ready = [False]
+    monkeypatch.setattr(ac.AsyncCompile, "use_process_pool", classmethod(lambda cls: ready[0]))
+
+    def made_where(self, kernel_name, source_code, device_str="cuda"):
+        return "workers" if type(self).use_process_pool() else inline(
+            self, kernel_name, source_code, device_str)
+
+    monkeypatch.setattr(ac.AsyncCompile, "triton", made_where)
+    with kernel_threads.kernels_on_threads():
+        future = ac.AsyncCompile().triton("k1", "source of k1", "cuda")
+        ready[0] = True  # the workers say they are ready before Inductor waits for k1
+        assert future.result() == "kernel k1"
+        assert ac.AsyncCompile().triton("k2", "source of k2", "cuda") == "workers"
+    assert ac.AsyncCompile.use_process_pool() is True  # torch's own answer once it ends
+
+
+def test_a_failure_on_the_thread_is_reported_by_inductors_own_path(stand_ins):
+    _, seen = stand_ins
+    with kernel_threads.kernels_on_threads():
+        future = ac.AsyncCompile().triton("bad", "source of bad", "cuda")
+        with pytest.raises(RuntimeError, match="Inductor's own error for bad"):
+            future.result()
+    assert [s[0] for s in seen] == ["warm", "inline"]
+
+
+def test_kernels_go_to_inductor_as_before_outside_the_lowering_off_cuda_and_when_switched_off(
+        stand_ins, monkeypatch):
+    _, seen = stand_ins
+    assert ac.AsyncCompile().triton("k1", "s1", "cuda") == "kernel k1"
+    with kernel_threads.kernels_on_threads():
+        assert ac.AsyncCompile().triton("k2", "s2", "xpu") == "kernel k2"
+        other: dict = {}
+        t = threading.Thread(target=lambda: other.setdefault(
+            "out", ac.AsyncCompile().triton("k3", "s3", "cuda")))
+        t.start()
+        t.join(30)
+        assert other["out"] == "kernel k3"  # a thread not lowering (a torch.compile beside)
+    monkeypatch.setenv("PRECOMPILE_NB_KERNEL_THREADS", "0")
+    with kernel_threads.kernels_on_threads():
+        assert ac.AsyncCompile().triton("k4", "s4", "cuda") == "kernel k4"
+    monkeypatch.setenv("PRECOMPILE_NB_KERNEL_THREADS", "1")
+    monkeypatch.setattr(ac, "get_compile_threads", lambda: 1)  # Inductor in one thread
+    with kernel_threads.kernels_on_threads():
+        assert ac.AsyncCompile().triton("k5", "s5", "cuda") == "kernel k5"
+    assert [s[0] for s in seen] == ["inline"] * 5
+
+
+_CHILD = r"""
+import json, torch
+from precompile_nb import precompile
+from precompile_nb.core import _compat
+
+torch.manual_seed(0)
+m = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(), torch.nn.LayerNorm(128),
+                        torch.nn.Linear(128, 16)).cuda()
+def fn(m, x):
+    return m(x).softmax(-1).sum(0)
+x = torch.randn(32, 64, device="cuda")
+code, cache = precompile(fn, m, x)
+x2 = torch.randn(32, 64, device="cuda")
+same = torch.allclose(precompile.load(code, cache)(m, x2), fn(m, x2), atol=1e-4, rtol=1e-4)
+print(json.dumps({"sent": _compat.kernels_sent_to_threads(), "same": bool(same)}))
+"""
+
+
+def _run(tmp_path, env_extra: dict[str, str]) -> dict:
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    # the workers start only at the first kernel, so the first kernels meet them not ready
+    env = dict(os.environ, PYTHONPATH=root, TORCH_WARM_POOL="0",
+               TORCHINDUCTOR_COMPILE_THREADS="4",
+               TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"), **env_extra)
+    r = subprocess.run([sys.executable, "-c", _CHILD], env=env, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.cuda
+def test_a_cuda_precompile_compiles_kernels_on_threads_and_computes_what_eager_does(tmp_path):
+    got = _run(tmp_path, {})
+    assert got["same"] is True and got["sent"] > 0, got
+
+
+@pytest.mark.cuda
+def test_the_switch_compiles_those_kernels_as_inductor_does(tmp_path):
+    assert _run(tmp_path, {"PRECOMPILE_NB_KERNEL_THREADS": "0"}) == {"sent": 0, "same": True}
