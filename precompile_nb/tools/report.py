@@ -58,7 +58,9 @@ def report_data(art: Artifact, *, load_stats: dict | None = None) -> dict[str, A
         "stages": [[n, round(s, 4)] for n, s in art.stage_seconds],
         "compiled_in": _compiled_in(lw.split),
         # C++ kernel builds taken from earlier precompiles, and run (Note [C++ kernels built
-        # once]); None: no C++ build (the eager backend; a graph of Triton kernels only)
+        # once]), Triton kernels compiled on threads (Note [kernels on threads while the
+        # workers start]); None: none of these (the eager backend; Triton kernels all
+        # compiled by Inductor's workers)
         "kernel_builds": dict(lw.builds) if any(lw.builds.values()) else None,
         "rewrites": _rewrite_rows(lw.rewrites, c.nodes),  # graph rewrites before Inductor
         "python_code": art.python_code,

@@ -117,6 +117,28 @@ def test_kernels_go_to_inductor_as_before_outside_the_lowering_off_cuda_and_when
     assert [s[0] for s in seen] == ["inline"] * 5
 
 
+def test_the_report_says_how_many_kernels_a_precompile_sent_to_threads(monkeypatch):
+    """The count reaches the artifact's lowering record and the report's data (a stand-in
+    count: on a CPU graph no Triton kernel is compiled)."""
+    from precompile_nb.core import _compat, build
+    from precompile_nb.core import lower as lower_stage
+    from precompile_nb.tools.report import report_data
+
+    sent = [0]
+    compile_ = lower_stage._compile
+
+    def compile_sending_three(*a, **k):
+        out = compile_(*a, **k)
+        sent[0] += 3
+        return out
+
+    monkeypatch.setattr(lower_stage, "_compile", compile_sending_three)
+    monkeypatch.setattr(_compat, "kernels_sent_to_threads", lambda: sent[0])
+    art = build(lambda x: (x * 2).sin(), torch.randn(8))
+    assert art.lowered.builds["on_threads"] == 3
+    assert report_data(art)["kernel_builds"]["on_threads"] == 3
+
+
 _CHILD = r"""
 import json, torch
 from precompile_nb import precompile

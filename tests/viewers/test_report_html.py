@@ -385,3 +385,12 @@ def test_summary_says_how_many_cpp_kernels_came_from_earlier_precompiles(report_
     assert "C++ builds: 3 taken from earlier precompiles, 1 compiled" in text
     assert "taken from earlier" not in render_report_html(
         with_changes(report_inductor, kernel_builds=None))
+
+
+def test_summary_says_how_many_triton_kernels_compiled_on_threads(report_inductor):
+    # Note [kernels on threads while the workers start]
+    data = with_changes(report_inductor, kernel_builds={"on_threads": 39})
+    text = re.sub(r"<[^>]+>", "", html.unescape(panel(render_report_html(data), "summary")))
+    assert ("Triton kernels: 39 compiled on threads of this process while Inductor's compile "
+            "workers started") in text
+    assert "C++ builds" not in text  # no C++ build in a graph of Triton kernels only
