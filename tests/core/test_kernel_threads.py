@@ -95,6 +95,36 @@ def test_a_failure_on_the_thread_is_reported_by_inductors_own_path(stand_ins):
     assert [s[0] for s in seen] == ["warm", "inline"]
 
 
+def test_kernels_no_thread_began_are_dropped_when_the_lowering_ends(stand_ins, monkeypatch):
+    """A lowering that fails waits for no queued kernel; a dropped kernel's future, resolved
+    anyway, is compiled by Inductor's own path."""
+    inline, seen = stand_ins
+    busy = kernel_threads._threads(4)._max_workers
+    gate, started = threading.Event(), threading.Semaphore(0)
+
+    def blocking_loader(name, source):
+        started.release()
+        gate.wait(30)
+        return _Kernel(name, seen)
+
+    monkeypatch.setattr(ac, "_load_triton_kernel_from_source", blocking_loader)
+    futures = []
+    with pytest.raises(RuntimeError, match="the lowering failed"):
+        with kernel_threads.kernels_on_threads():
+            for k in range(busy + 2):
+                futures.append(ac.AsyncCompile().triton(f"k{k}", f"source {k}", "cuda"))
+            for _ in range(busy):  # every thread holds a kernel: the last two wait in line
+                assert started.acquire(timeout=30)
+            raise RuntimeError("the lowering failed")
+    gate.set()
+    for f in futures[:busy]:
+        f.future.result(timeout=30)
+    warmed = sorted(s[1] for s in seen if s[0] == "warm")
+    assert warmed == sorted(f"k{k}" for k in range(busy))  # the two queued ones never ran
+    assert all(f.future.cancelled() for f in futures[busy:])
+    assert futures[-1].result() == f"kernel k{busy + 1}"
+
+
 def test_kernels_go_to_inductor_as_before_outside_the_lowering_off_cuda_and_when_switched_off(
         stand_ins, monkeypatch):
     _, seen = stand_ins

@@ -36,11 +36,14 @@ from .scoped_patch import ScopedPatch, switched_off
 #   ALBERT's 51 kernels, 42 of them resolved through the workers, waited 5.2 s against
 #   torch.compile's 3.8 s).
 #   A failure on a thread is dropped, and Inductor's own path meets it again and reports it
-#   as it always does. Once the workers are ready, kernels go to them as before. Nothing
-#   changes where Inductor compiles in one thread anyway (compile_threads <= 1: its wait
-#   would not resolve futures), off CUDA, under TRITON_INTERPRET=1, or for a kernel Inductor
-#   already has; and only on a thread inside precompile's lowering (a torch.compile beside it
-#   is left alone). Measured on the H200 (benchmarks/results/h200_round21, one run each),
+#   as it always does. When the lowering ends, the kernels no thread has begun are dropped (a
+#   failed lowering waits for none of them; one that a thread is compiling may still land in
+#   the Triton cache current when it ends, a correct entry keyed by its content, as any
+#   compile of it would write). Once the workers are ready, kernels go to them as before.
+#   Nothing changes where Inductor compiles in one thread anyway (compile_threads <= 1: its
+#   wait would not resolve futures), off CUDA, under TRITON_INTERPRET=1, or for a kernel
+#   Inductor already has; and only on a thread inside precompile's lowering (a torch.compile
+#   beside it is left alone). Measured on the H200 (benchmarks/results/h200_round21, one run each),
 #   first as a benchmark-side experiment: the GPT step's 40 kernels all went to threads,
 #   11.4 s against 11.2 and 14.6 s without (the phase that waits for the kernels 3.3 s
 #   against 3.7 and 4.5 s; torch.compile 14.7 s); OPT's training step 11.3 against 13.0 s
@@ -51,6 +54,7 @@ _NAMES = ("_load_triton_kernel_from_source", "CompiledTritonKernels", "CodeCache
           "LambdaFuture", "get_compile_threads")
 _SENT = [0]  # kernels this process sent to threads
 _RESOLVING = threading.local()  # .on while this thread resolves a kernel compiled on a thread
+_JOBS = threading.local()  # .jobs: the kernels this thread's lowering sent to threads
 _POOL: list[concurrent.futures.ThreadPoolExecutor] = []
 _POOL_LOCK = threading.Lock()
 
@@ -71,8 +75,14 @@ def kernels_on_threads() -> Iterator[None]:
     if switched_off("PRECOMPILE_NB_KERNEL_THREADS") or _async_compile() is None:
         yield
         return
-    with _PATCH.active(), _POOL_ASKED.active():
-        yield
+    outer, _JOBS.jobs = getattr(_JOBS, "jobs", None), []
+    try:
+        with _PATCH.active(), _POOL_ASKED.active():
+            yield
+    finally:  # a lowering that failed leaves no kernel waiting for a thread
+        for job in _JOBS.jobs:
+            job.cancel()
+        _JOBS.jobs = outer
 
 
 def kernels_sent_to_threads() -> int:
@@ -109,10 +119,14 @@ def _on_threads(inline: Any, patch: ScopedPatch) -> Any:
             return inline(self, kernel_name, source_code, device_str)
         job = _threads(ac.get_compile_threads()).submit(_into_triton_cache, ac, kernel_name,
                                                         source_code)
+        _JOBS.jobs.append(job)
         _SENT[0] += 1
 
         def result() -> Any:
-            job.result()
+            try:
+                job.result()
+            except concurrent.futures.CancelledError:  # the lowering ended first: Inductor's
+                pass  # own path compiles it now
             _RESOLVING.on = True  # Inductor's in-process path, whether or not the workers
             try:  # are ready by now
                 out = inline(self, kernel_name, source_code, device_str)
