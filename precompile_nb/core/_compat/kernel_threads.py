@@ -1,6 +1,6 @@
 """torch internals of the Triton kernels a CUDA lowering meets before Inductor's compile workers
 are ready: compiled on threads of the compiling process (Note [kernels on threads while the
-workers start]); checked on 2.11 (H200), 2.13 and 2.15."""
+workers start]); checked on 2.11 (H200), 2.13, 2.14.1 and 2.15."""
 from __future__ import annotations
 
 import concurrent.futures
