@@ -81,7 +81,7 @@ def inductor_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
         gm = decomposed(gm, example_inputs)
     with same_kernel_keys(), inductor_config.patch(layout), data_bound_scatters_kept(), \
             cpp_nodes_in_fewer_runs(), isa_probes_at_once(cpu), no_graph_caches(), \
-            without_aot_autograd(straight), kernels_on_threads():  # Notes [C++ kernels in
+            without_aot_autograd(straight), kernels_on_threads(not cpu):  # Notes [C++ kernels in
         # fewer runs], [ISA probes at once], [no graph caches in a private dir], [one trace
         # between capture...], [kernels on threads while the workers start]
         compiled = compile_fx(gm, list(example_inputs), inner_compile=inner)

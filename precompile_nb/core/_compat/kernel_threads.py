@@ -70,9 +70,10 @@ def _async_compile() -> Any:
 
 
 @contextlib.contextmanager
-def kernels_on_threads() -> Iterator[None]:
-    """While this thread lowers a graph: Note [kernels on threads while the workers start]."""
-    if switched_off("PRECOMPILE_NB_KERNEL_THREADS") or _async_compile() is None:
+def kernels_on_threads(gpu: bool = True) -> Iterator[None]:
+    """While this thread lowers a graph (`gpu`: one with a tensor off the CPU, the only kind
+    with Triton kernels): Note [kernels on threads while the workers start]."""
+    if not gpu or switched_off("PRECOMPILE_NB_KERNEL_THREADS") or _async_compile() is None:
         yield
         return
     outer, _JOBS.jobs = getattr(_JOBS, "jobs", None), []
