@@ -147,6 +147,18 @@ def test_kernels_go_to_inductor_as_before_outside_the_lowering_off_cuda_and_when
     assert [s[0] for s in seen] == ["inline"] * 5
 
 
+def test_a_cpu_precompile_leaves_inductors_async_compile_alone(monkeypatch):
+    from precompile_nb.core import build
+
+    entered: list = []
+    active = kernel_threads._PATCH.active
+    monkeypatch.setattr(kernel_threads._PATCH, "active",
+                        lambda: entered.append("patched") or active())
+    x = torch.randn(8)
+    art = build(lambda x: x.cos() + 1, x)
+    assert entered == [] and "on_threads" not in art.lowered.builds
+
+
 def test_the_report_says_how_many_kernels_a_precompile_sent_to_threads(monkeypatch):
     """The count reaches the artifact's lowering record and the report's data (a stand-in
     count: on a CPU graph no Triton kernel is compiled)."""
