@@ -21,7 +21,8 @@ from .scoped_patch import switched_off
 #   Measured on the H200 (benchmarks/results/h200_round11): the workers are ready 9-12 s after
 #   the start, the time their sidecar's fresh interpreter takes to import torch and Inductor,
 #   so a graph that reaches its first kernel sooner (a llama step, at ~8 s) compiles some of
-#   them here. Tried and not kept: workers forked from this process (ready at once, but every
+#   them here (since round 21 on threads: Note [kernels on threads while the workers
+#   start]). Tried and not kept: workers forked from this process (ready at once, but every
 #   later phase of this process ran slower, round 11); every kernel handed to the workers
 #   still starting, through a feeder thread so that the hand-over never blocks on the pipe to
 #   their sidecar (round 12, benchmarks/results/h200_round12): llama's wait for its kernels
