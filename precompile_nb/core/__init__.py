@@ -26,13 +26,15 @@ import dataclasses
 import difflib
 import gc
 import inspect
+import os
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from . import _compat
-from ._compat.scoped_patch import switched_off
+from ._compat.scoped_patch import switch_mistakes, switched_off
 from .cache import pack
 from .errors import PrecompileError, fn_name, raised_by_user, user_frame
 from .load import bytecode_file, load
@@ -87,6 +89,18 @@ def keyword_inputs_error(fn: Callable, n_positional: int, keywords: dict) -> Pre
           f"f({', '.join(params) or '...'}))")
 
 
+_SAID: set[str] = set()  # switch mistakes already warned about in this process
+
+
+def _warn_switch_mistakes() -> None:
+    """A misspelt switch, or a switch set to a word that is neither on nor off, changes
+    nothing silently: say so, once per process, at the precompile that reads them."""
+    for said in switch_mistakes(os.environ):
+        if said not in _SAID:
+            _SAID.add(said)
+            warnings.warn(f"precompile: {said}", UserWarning, stacklevel=4)
+
+
 def build(fn: Callable, *example_inputs: Any, backend: str = "inductor",
           tracer: str = "make_fx", decompositions: dict | None = None,
           data_guards: bool = False, tune_sizes: Sequence[Any] | None = None,
@@ -95,6 +109,7 @@ def build(fn: Callable, *example_inputs: Any, backend: str = "inductor",
     if keyword_inputs:
         raise keyword_inputs_error(fn, len(example_inputs), keyword_inputs)
     _validate(backend, tracer, decompositions)
+    _warn_switch_mistakes()
     if not isinstance(data_guards, bool):
         raise TypeError("precompile: data_guards must be True or False, got "
                         f"{type(data_guards).__name__}")

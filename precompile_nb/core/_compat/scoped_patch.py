@@ -6,16 +6,48 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 _OFF = ("0", "false", "off", "no")
+_ON = ("1", "true", "on", "yes", "")
+# every switch precompile_nb reads (docs/api.md's table lists each; a test keeps the three the
+# same); PRECOMPILE_NB_PIECES takes a number, the others on or off
+SWITCHES = ("PRECOMPILE_NB_KERNEL_REUSE", "PRECOMPILE_NB_TRITON_SETUP",
+            "PRECOMPILE_NB_KERNEL_THREADS", "PRECOMPILE_NB_FEWER_RUNS",
+            "PRECOMPILE_NB_ISA_AT_ONCE", "PRECOMPILE_NB_LAZY_STACK_LINES",
+            "PRECOMPILE_NB_FUNCTIONAL_COPY", "PRECOMPILE_NB_STRAIGHT_TO_INDUCTOR",
+            "PRECOMPILE_NB_GC_PAUSE", "PRECOMPILE_NB_CONV1X1_AS_MM",
+            "PRECOMPILE_NB_DEPTHWISE_NCHW", "PRECOMPILE_NB_PIECES")
+_PREFIX = "PRECOMPILE_NB_"
 
 
 def switched_off(name: str) -> bool:
     """Whether the environment variable `name` turns a behaviour off: 0, false, off or no, in
     any case and with spaces around; unset or anything else leaves it on."""
     return os.environ.get(name, "1").strip().lower() in _OFF
+
+
+def switch_mistakes(environ: Mapping[str, str]) -> list[str]:
+    """What looks wrong among the switches set in `environ`: a name close to a switch's that
+    no switch has (a misspelling, which would be ignored), and an on/off switch set to a word
+    that is neither (which leaves it on). One sentence each."""
+    import difflib
+
+    out = []
+    suffixes = [n[len(_PREFIX):] for n in SWITCHES]
+    for name, value in sorted(environ.items()):
+        if not name.startswith(_PREFIX):
+            continue
+        if name not in SWITCHES:
+            close = difflib.get_close_matches(name[len(_PREFIX):], suffixes, n=1, cutoff=0.8)
+            if close:
+                out.append(f"{name} is not a switch precompile_nb reads, so it changes "
+                           f"nothing: did you mean {_PREFIX}{close[0]}?")
+        elif name != "PRECOMPILE_NB_PIECES" and value.strip().lower() not in _OFF + _ON:
+            out.append(f"{name}={value!r} is neither off (0, false, off, no) nor on (1, true, "
+                       "on, yes), so the behaviour stays on")
+    return out
 
 
 class ScopedPatch:
