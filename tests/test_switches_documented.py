@@ -46,6 +46,12 @@ def test_a_switch_set_to_neither_on_nor_off_is_named():
     assert "stays on" in said[0]
 
 
+def test_a_number_of_pieces_that_is_no_number_is_named():
+    assert switch_mistakes({"PRECOMPILE_NB_PIECES": "four"}) == [
+        "PRECOMPILE_NB_PIECES='four' is not a number of pieces, so every graph is compiled in "
+        "one"]
+
+
 def test_switches_set_right_and_the_projects_other_variables_are_not_named():
     assert switch_mistakes({
         "PRECOMPILE_NB_GC_PAUSE": " OFF ", "PRECOMPILE_NB_FEWER_RUNS": "no",

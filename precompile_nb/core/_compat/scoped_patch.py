@@ -30,8 +30,9 @@ def switched_off(name: str) -> bool:
 
 def switch_mistakes(environ: Mapping[str, str]) -> list[str]:
     """What looks wrong among the switches set in `environ`: a name close to a switch's that
-    no switch has (a misspelling, which would be ignored), and an on/off switch set to a word
-    that is neither (which leaves it on). One sentence each."""
+    no switch has (a misspelling, which would be ignored), an on/off switch set to a word that
+    is neither (which leaves it on), a number of pieces that is no number. One sentence
+    each."""
     import difflib
 
     out = []
@@ -44,10 +45,22 @@ def switch_mistakes(environ: Mapping[str, str]) -> list[str]:
             if close:
                 out.append(f"{name} is not a switch precompile_nb reads, so it changes "
                            f"nothing: did you mean {_PREFIX}{close[0]}?")
-        elif name != "PRECOMPILE_NB_PIECES" and value.strip().lower() not in _OFF + _ON:
+        elif name == "PRECOMPILE_NB_PIECES":
+            if value.strip() and not _is_int(value):
+                out.append(f"{name}={value!r} is not a number of pieces, so every graph is "
+                           "compiled in one")
+        elif value.strip().lower() not in _OFF + _ON:
             out.append(f"{name}={value!r} is neither off (0, false, off, no) nor on (1, true, "
                        "on, yes), so the behaviour stays on")
     return out
+
+
+def _is_int(text: str) -> bool:
+    try:
+        int(text)
+    except ValueError:
+        return False
+    return True
 
 
 class ScopedPatch:
