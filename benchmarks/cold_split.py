@@ -26,7 +26,11 @@ then time only this process, the pieces' own compiles run in their workers).
 
 `nb+gcon` leaves Python's garbage collector on during the build, as before Note [the
 collector pauses for a build] (PRECOMPILE_NB_GC_PAUSE=0); the json's `gc` counts the
-collections and their seconds in every row, `rss_peak_mb` the process's peak resident memory.
+collections and their seconds in every row, `rss_peak_mb` the process's peak resident memory,
+`before_s` the row's seconds before the timed compile (imports, building the case) and
+`wall_s` its process from start to exit as the parent saw it (the rest is Python's start,
+the steady timing where asked, and the exit: round 21 saw rows take ~50 s of a device call
+for totals of 12-25 s).
 
 `nb+nosetup` leaves Triton's driver and source hash to the lowering, as before Note [Triton's
 set-up while the capture runs] (PRECOMPILE_NB_TRITON_SETUP=0).
@@ -83,13 +87,15 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 from cold_profile import KERNEL_WATCH, PRELUDE, TOP_FUNCTIONS  # noqa: E402 (children's parts)
 
-_CHILD = PRELUDE + KERNEL_WATCH + TOP_FUNCTIONS + r"""
+_CHILD = "import time as _tm; CHILD_T0 = _tm.perf_counter()\n" + PRELUDE + KERNEL_WATCH + \
+    TOP_FUNCTIONS + r"""
 case = {case!r}
 if case.count(":") == 2:
     from zoo import models
@@ -265,6 +271,7 @@ RSS = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 print(json.dumps({{"total": total, "marks": MARKS, "stages": stages, "t": T, "n": N,
                   "builds": BUILDS, "autotuned": AUTOTUNED, "top": top, "split": SPLIT,
                   "gc": GC, "steady": STEADY, "sdpa": SDPA, "rss_peak_mb": round(RSS, 1),
+                  "before_s": round(t0 - CHILD_T0, 3),
                   "kernels": code.count("async_compile.triton(") + code.count("cpp_pybinding(")}}))
 """
 
@@ -298,11 +305,13 @@ def run(case: str, tool: str, device: str, sources: str = "", steady: int = 0,
             env["PRECOMPILE_NB_PIECES"] = m.group(1)
         src = _CHILD.format(root=ROOT, bench=HERE, case=case, tool=tool, device=device,
                             sources=sources, steady=steady)
+        w0 = time.perf_counter()
         r = subprocess.run([sys.executable, "-c", src], env=env, capture_output=True, text=True,
                            timeout=1800)
+        wall = round(time.perf_counter() - w0, 3)
     if r.returncode != 0:
-        return {"error": r.stderr[-2000:]}
-    return json.loads(r.stdout.strip().splitlines()[-1])
+        return {"error": r.stderr[-2000:], "wall_s": wall}
+    return dict(json.loads(r.stdout.strip().splitlines()[-1]), wall_s=wall)
 
 
 def main() -> None:
