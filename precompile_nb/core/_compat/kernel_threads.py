@@ -146,6 +146,8 @@ _PATCH = ScopedPatch(lambda: _async_compile().AsyncCompile.triton,
 
 
 def _in_process_while_resolving(original: Any, patch: ScopedPatch) -> Any:
+    if not isinstance(original, classmethod):  # a torch of another shape: left as it is
+        return original
     ask = original.__func__
 
     def use_process_pool(cls: Any) -> bool:
