@@ -49,7 +49,7 @@ def test_a_switch_set_to_neither_on_nor_off_is_named():
 def test_a_number_of_pieces_that_is_no_number_is_named():
     assert switch_mistakes({"PRECOMPILE_NB_PIECES": "four"}) == [
         "PRECOMPILE_NB_PIECES='four' is not a number of pieces, so every graph is compiled in "
-        "one"]
+        "one: set a whole number (e.g. 4), or unset it"]
 
 
 def test_switches_set_right_and_the_projects_other_variables_are_not_named():

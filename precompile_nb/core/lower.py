@@ -225,9 +225,9 @@ def _lower_inductor_once(c: Captured, t0: float, may_assume: bool,
     with _compat.private_compile_cache() as cache_dir, _compat.reusing_built_kernels(
             store, cache_dir) as builds, (
             _compat.recording_triton_launchers() if cuda else contextlib.nullcontext()):
-        sent = _compat.kernels_sent_to_threads()  # builds are one at a time (GLOBAL_LOCK)
+        before = _compat.kernels_sent_to_threads()  # builds are one at a time (GLOBAL_LOCK)
         source, kernels, compiled, split = _compile(c, fgm, fake_inputs, cuda, may_assume)
-        sent = _compat.kernels_sent_to_threads() - sent
+        sent = _compat.kernels_sent_to_threads() - before
         if sent:  # Note [kernels on threads while the workers start]
             builds["on_threads"] = sent
         kernel_vars = warm.triton_kernel_vars(source) if cuda else []

@@ -72,7 +72,7 @@ from .inductor import (  # noqa: F401 - the door re-exports
     triton_launch_records,
 )
 from .compile_pool import start_compile_workers, start_triton_setup  # noqa: F401
-from .kernel_threads import kernels_on_threads, kernels_sent_to_threads  # noqa: F401
+from .kernel_threads import kernels_sent_to_threads  # noqa: F401 - the door re-exports
 from .kernel_store import kernel_store_dir, reusing_built_kernels  # noqa: F401 - re-exports
 from .pieces import (  # noqa: F401 - the door re-exports
     compile_dirs,

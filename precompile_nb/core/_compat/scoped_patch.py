@@ -48,7 +48,7 @@ def switch_mistakes(environ: Mapping[str, str]) -> list[str]:
         elif name == "PRECOMPILE_NB_PIECES":
             if value.strip() and not _is_int(value):
                 out.append(f"{name}={value!r} is not a number of pieces, so every graph is "
-                           "compiled in one")
+                           "compiled in one: set a whole number (e.g. 4), or unset it")
         elif value.strip().lower() not in _OFF + _ON:
             out.append(f"{name}={value!r} is neither off (0, false, off, no) nor on (1, true, "
                        "on, yes), so the behaviour stays on")
