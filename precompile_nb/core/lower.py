@@ -221,12 +221,16 @@ def _lower_inductor_once(c: Captured, t0: float, may_assume: bool,
                        kernels=(), files=(), seconds=time.perf_counter() - t0)
     cuda = any(isinstance(t, torch.Tensor) and t.device.type == "cuda" for t in fake_inputs)
     launches: dict[str, dict] = {}
-    store = _compat.kernel_store_dir()  # Note [C++ kernels built once]: outside the private dir
+    # Notes [C++ kernels built once], [Triton kernels compiled once]: outside the private dir
+    store = _compat.kernel_store_dir()
+    triton_store = _compat.triton_store_dir() if cuda else None
     with _compat.private_compile_cache() as cache_dir, _compat.reusing_built_kernels(
             store, cache_dir) as builds, (
             _compat.recording_triton_launchers() if cuda else contextlib.nullcontext()):
         before = _compat.kernels_sent_to_threads()  # builds are one at a time (GLOBAL_LOCK)
-        source, kernels, compiled, split = _compile(c, fgm, fake_inputs, cuda, may_assume)
+        with _compat.keeping_triton_kernels(triton_store) as kept:
+            source, kernels, compiled, split = _compile(c, fgm, fake_inputs, cuda, may_assume)
+        builds.update(kept)
         sent = _compat.kernels_sent_to_threads() - before
         if sent:  # Note [kernels on threads while the workers start]
             builds["on_threads"] = sent

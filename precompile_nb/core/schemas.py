@@ -109,8 +109,10 @@ class Lowered:
     split: Split | None = None
     # kernel builds at precompile: C++ {"reused": kept from an earlier precompile, "built":
     # the compiler ran} (Note [C++ kernels built once], core/_compat/kernel_store.py), and
-    # Triton {"on_threads": compiled on threads of this process while Inductor's compile
-    # workers started} (Note [kernels on threads while the workers start])
+    # Triton {"triton_reused": kept from an earlier precompile, "triton_compiled": the others}
+    # (Note [Triton kernels compiled once]) and {"on_threads": compiled on threads of this
+    # process while Inductor's compile workers started} (Note [kernels on threads while the
+    # workers start])
     builds: Mapping[str, int] = field(default_factory=dict)
     # what precompile rewrote in the graph before Inductor saw it: the rewrite's name ->
     # the capture graph's nodes it rewrote (CONV_1X1_AS_PRODUCTS)

@@ -139,15 +139,19 @@ def _rewrites(rows: list[dict[str, Any]] | None) -> str:
 
 
 def _kernel_builds(b: dict[str, Any] | None) -> str:
-    """How many C++ build products (a kernel's object files and library, the ISA probes) an
-    earlier precompile had made for this one; how many Triton kernels compiled on threads of
-    this process because Inductor's compile workers were still starting."""
+    """How many C++ build products (a kernel's object files and library, the ISA probes) and
+    Triton kernels an earlier precompile had made for this one; how many Triton kernels
+    compiled on threads of this process because Inductor's compile workers were still
+    starting."""
     if not b:
         return ""
     out = ""
     if b.get("reused") or b.get("built"):
         out += (f'<p class="pcnb-muted">C++ builds: {esc(b.get("reused", 0))} taken from '
                 f'earlier precompiles, {esc(b.get("built", 0))} compiled</p>')
+    if b.get("triton_reused") or b.get("triton_compiled"):
+        out += (f'<p class="pcnb-muted">Triton kernels: {esc(b.get("triton_reused", 0))} taken '
+                f'from earlier precompiles, {esc(b.get("triton_compiled", 0))} compiled</p>')
     if b.get("on_threads"):
         out += (f'<p class="pcnb-muted">Triton kernels: {esc(b["on_threads"])} compiled on '
                 "threads of this process while Inductor's compile workers started</p>")

@@ -387,6 +387,14 @@ def test_summary_says_how_many_cpp_kernels_came_from_earlier_precompiles(report_
         with_changes(report_inductor, kernel_builds=None))
 
 
+def test_summary_says_how_many_triton_kernels_came_from_earlier_precompiles(report_inductor):
+    # Note [Triton kernels compiled once]
+    data = with_changes(report_inductor, kernel_builds={"triton_reused": 30, "triton_compiled": 2})
+    text = re.sub(r"<[^>]+>", "", html.unescape(panel(render_report_html(data), "summary")))
+    assert "Triton kernels: 30 taken from earlier precompiles, 2 compiled" in text
+    assert "C++ builds" not in text
+
+
 def test_summary_says_how_many_triton_kernels_compiled_on_threads(report_inductor):
     # Note [kernels on threads while the workers start]
     data = with_changes(report_inductor, kernel_builds={"on_threads": 39})

@@ -16,6 +16,7 @@ of its modules holds it:
   cpp_runs.py  the order of a CPU graph's scheduled nodes: C++ kernels in fewer runs
   isa_probes.py  Inductor's CPU ISA probes, run at once
   kernel_store.py  C++ kernels kept between processes and reused
+  triton_store.py  Triton kernels kept between processes and reused
   stack_frames.py  make_fx's node stack traces, each frame's line read only when kept
   scoped_patch.py  a torch function replaced while some thread needs it
   compile_pool.py  Inductor's Triton compile workers and Triton's set-up, started with the capture
@@ -28,8 +29,8 @@ of its modules holds it:
   realdata.py  data guards: fake tensors with real values, the decisions taken from them
   answers.py   what torch's compiler flags answer on the tracing thread while capture traces
 warm, inductor (with straight_to_inductor), conv_layout, cpp_runs, isa_probes, scoped_patch,
-compile_pool, kernel_threads, kernel_store, autotune and pieces are imported with the door (a
-load runs on them; none imports the compiler at import); tracing (with stack_frames,
+compile_pool, kernel_threads, kernel_store, triton_store, autotune and pieces are imported with
+the door (a load runs on them; none imports the compiler at import); tracing (with stack_frames,
 batch_norm), conv_as_mm, parallel, realdata and answers at the first use of one of their names
 (`_LAZY`).
 """
@@ -61,7 +62,6 @@ from .inductor import (  # noqa: F401 - the door re-exports
     isa_probes_in_process,
     private_compile_cache,
     recording_triton_launchers,
-    relocate_cache_file,
     reproducible_comment,
     reproducible_inductor_source,
     run_isa_probes_fresh,
@@ -74,6 +74,7 @@ from .inductor import (  # noqa: F401 - the door re-exports
 from .compile_pool import start_compile_workers, start_triton_setup  # noqa: F401
 from .kernel_threads import kernels_sent_to_threads  # noqa: F401 - the door re-exports
 from .kernel_store import kernel_store_dir, reusing_built_kernels  # noqa: F401 - re-exports
+from .triton_store import keeping_triton_kernels, triton_store_dir  # noqa: F401 - re-exports
 from .pieces import (  # noqa: F401 - the door re-exports
     compile_dirs,
     fake_inputs,
@@ -96,6 +97,7 @@ from .warm import (  # noqa: F401 - the door re-exports
     load_cubin_bytes,
     profiler_module,
     record_function_fast,
+    relocate_cache_file,
     resolve_torch_path,
     triton_binaries_only,
     warm_module_attrs,

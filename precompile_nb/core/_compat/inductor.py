@@ -17,6 +17,7 @@ from .conv_layout import backward_convolutions_in_channels_last, keeps_eager_lay
 from .cpp_runs import cpp_nodes_in_fewer_runs
 from .isa_probes import isa_probes_at_once
 from .kernel_threads import kernels_on_threads
+from .triton_store import triton_kernels_from_store
 from .straight_to_inductor import decomposed, why_aot_autograd, without_aot_autograd
 from .warm import light_inductor_cache_dir
 
@@ -81,9 +82,11 @@ def inductor_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
         gm = decomposed(gm, example_inputs)
     with same_kernel_keys(), inductor_config.patch(layout), data_bound_scatters_kept(), \
             cpp_nodes_in_fewer_runs(), isa_probes_at_once(cpu), no_graph_caches(), \
-            without_aot_autograd(straight), kernels_on_threads(not cpu):  # Notes [C++ kernels in
-        # fewer runs], [ISA probes at once], [no graph caches in a private dir], [one trace
-        # between capture...], [kernels on threads while the workers start]
+            without_aot_autograd(straight), kernels_on_threads(not cpu), \
+            triton_kernels_from_store(not cpu):  # Notes [C++ kernels in fewer runs], [ISA
+        # probes at once], [no graph caches in a private dir], [one trace between capture...],
+        # [kernels on threads while the workers start], [Triton kernels compiled once] (looked
+        # up before a kernel goes to a thread: entered after kernels_on_threads)
         compiled = compile_fx(gm, list(example_inputs), inner_compile=inner)
     if "source" not in seen:
         raise RuntimeError("precompile_nb internal error: Inductor produced no module source")
@@ -492,29 +495,6 @@ def triton_cache_dir(device_index: int) -> str:
     if directory is not None:
         return directory
     return os.path.join(light_inductor_cache_dir(), "triton", str(device_index))
-
-
-def relocate_cache_file(root: str, rel: str, data: bytes | memoryview, dest: str,
-                        ) -> bytes | memoryview:
-    """The bytes to install for one cache file at `dest`. Triton (3.x) keeps, beside each
-    compiled kernel, a group file `__grp__<name>.json` that lists the kernel's files by
-    ABSOLUTE path, and treats a listed file that is not there as a cache miss: installed
-    as-is, every group would point into the (deleted) private compile dir, and every kernel
-    would compile again. Point them at the files' new home."""
-    name = rel.rsplit("/", 1)[-1]
-    if root != "triton" or not (name.startswith("__grp__") and name.endswith(".json")):
-        return data
-    import json
-
-    try:
-        group = json.loads(bytes(data))
-        children = group["child_paths"]
-        here = os.path.dirname(dest)
-        group["child_paths"] = {c: os.path.join(here, os.path.basename(str(p)))
-                                for c, p in children.items()}
-    except (ValueError, TypeError, KeyError, AttributeError):
-        return data  # not a group file we know: as it was (at worst Triton recompiles)
-    return json.dumps(group).encode()
 
 
 # Files of a private compile dir that are not kernel binaries: caches of *our* graph at

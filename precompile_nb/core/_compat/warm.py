@@ -295,3 +295,26 @@ def triton_binaries_only(files: Sequence[tuple[str, str, bytes]],
         drop |= {f"{d}/{n}" for n in gone}
     return [(root, rel, new.get(rel, data) if root == "triton" else data)
             for root, rel, data in files if not (root == "triton" and rel in drop)]
+
+
+def relocate_cache_file(root: str, rel: str, data: bytes | memoryview, dest: str,
+                        ) -> bytes | memoryview:
+    """The bytes to install for one cache file at `dest`. Triton (3.x) keeps, beside each
+    compiled kernel, a group file `__grp__<name>.json` that lists the kernel's files by
+    ABSOLUTE path, and treats a listed file that is not there as a cache miss: installed
+    as-is, every group would point into the (deleted) private compile dir, and every kernel
+    would compile again. Point them at the files' new home."""
+    name = rel.rsplit("/", 1)[-1]
+    if root != "triton" or not (name.startswith("__grp__") and name.endswith(".json")):
+        return data
+    import json
+
+    try:
+        group = json.loads(bytes(data))
+        children = group["child_paths"]
+        here = os.path.dirname(dest)
+        group["child_paths"] = {c: os.path.join(here, os.path.basename(str(p)))
+                                for c, p in children.items()}
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return data  # not a group file we know: as it was (at worst Triton recompiles)
+    return json.dumps(group).encode()
