@@ -46,10 +46,12 @@ def _compile_like_triton(source: str, configs: int, seen: list) -> _Kernel:
             seen.append(("hit", key))
             continue
         os.makedirs(d, exist_ok=True)
-        with open(os.path.join(d, "k.cubin"), "wb") as f:
-            f.write(key.encode())
+        for ext in ("cubin", "ptx"):
+            with open(os.path.join(d, f"k.{ext}"), "wb") as f:
+                f.write(key.encode())
         with open(group, "w") as f:
-            json.dump({"child_paths": {"k.cubin": os.path.join(d, "k.cubin")}}, f)
+            json.dump({"child_paths": {f"k.{e}": os.path.join(d, f"k.{e}")
+                                       for e in ("cubin", "ptx")}}, f)
         seen.append(("compiled", key))
     return _Kernel(keys)
 
@@ -102,9 +104,10 @@ def test_a_second_lowering_takes_the_kept_kernels_and_compiles_none(stand_in, tm
     assert again == {"triton_reused": 2}
     assert [what for what, _ in seen] == ["hit"] * 4
     assert len(os.listdir(here)) == 4  # the artifact's binaries, as from a compile
-    for key in os.listdir(here):  # each group file names the files in this dir
-        group = json.load(open(os.path.join(here, key, "__grp__k.json")))
+    for key in os.listdir(here):  # each group file names the files in this dir, the
+        group = json.load(open(os.path.join(here, key, "__grp__k.json")))  # binary alone
         assert group["child_paths"] == {"k.cubin": os.path.join(here, key, "k.cubin")}
+        assert sorted(os.listdir(os.path.join(here, key))) == ["__grp__k.json", "k.cubin"]
 
 
 def test_a_changed_kernel_is_compiled_and_the_unchanged_ones_taken(stand_in, tmp_path):

@@ -31,7 +31,7 @@ from .scoped_patch import switched_off
 #   kernel's key, a hash of its source and of its compile command (flags, ISA), so a kept
 #   file is only found by the build it came from; the store's name adds the torch build and
 #   the compiler's version. Only precompile keeps and reuses (a load builds what it built
-#   before), and only C++: Triton kernels are compiled each time.
+#   before). Triton kernels have a store of their own (Note [Triton kernels compiled once]).
 #   A store under a TORCHINDUCTOR_CACHE_DIR is emptied with it, so "empty compiler caches"
 #   still means cold. PRECOMPILE_NB_KERNEL_REUSE=0 (or off, false, no) turns it off.
 

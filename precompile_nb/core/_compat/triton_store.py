@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from .scoped_patch import ScopedPatch, switched_off
-from .warm import light_inductor_cache_dir, relocate_cache_file
+from .warm import light_inductor_cache_dir, relocate_cache_file, triton_binaries_only
 
 # Note [Triton kernels compiled once]
 #   A CUDA precompile lowers in a private compile dir (private_compile_cache), so that exactly
@@ -35,9 +35,11 @@ from .warm import light_inductor_cache_dir, relocate_cache_file
 #   kernel's source, options, target and Triton's build) still decides what is used: a copied
 #   dir that no compile asked for is taken out of the private dir before the artifact is
 #   packed, so an artifact holds what a compile from nothing would have put there. When the
-#   lowering ends, the dirs of each kernel it compiled are kept and indexed. Only precompile
-#   keeps and reuses; kernels Inductor compiles outside AsyncCompile.triton (autotuning at
-#   precompile, a graph compiled in pieces in other processes) are compiled as before.
+#   lowering ends, the dirs of each kernel it compiled are kept and indexed, without the
+#   compile stages' texts (Note [Triton binaries only]: about a sixth of the bytes stay).
+#   Only precompile keeps and reuses; kernels Inductor compiles outside AsyncCompile.triton
+#   (autotuning at precompile, a graph compiled in pieces in other processes) are compiled as
+#   before.
 #   A store under a TORCHINDUCTOR_CACHE_DIR is emptied with it ("empty compiler caches" still
 #   means cold). PRECOMPILE_NB_KERNEL_REUSE=0 turns it off, with the C++ store.
 
@@ -131,7 +133,8 @@ class _Keeping:
             counts["triton_reused" if whole else "triton_compiled"] += 1
             if not whole and all(os.path.isdir(os.path.join(self.here, k)) for k in keys):
                 for k in keys:
-                    _copy_dir(os.path.join(self.here, k), os.path.join(self.store, k))
+                    _copy_dir(os.path.join(self.here, k), os.path.join(self.store, k),
+                              binaries_only=True)
                 _write_index(self.store, sha, keys)
         in_use = {k for keys in used.values() for k in keys}
         unknown = {k for sha, keys in placed.items() if sha not in used for k in keys}
@@ -166,19 +169,23 @@ def _write_index(store: str, sha: str, keys: list[str]) -> None:
         pass  # only a later precompile's head start
 
 
-def _copy_dir(src: str, dest: str) -> bool:
+def _copy_dir(src: str, dest: str, binaries_only: bool = False) -> bool:
     """A copy of the Triton cache dir `src` at `dest` (absent there), whole or not at all,
-    its group files naming the files at `dest`; True if this made it."""
+    its group files naming the files at `dest`; True if this made it. `binaries_only`: without
+    the compile stages' texts that no later compile reads (Note [Triton binaries only])."""
     if not os.path.isdir(src) or os.path.lexists(dest):
         return False
     tmp = f"{dest}.{os.getpid()}.{threading.get_ident()}.tmp"
     try:
-        os.makedirs(tmp)
+        files = []
         for name in os.listdir(src):
             with open(os.path.join(src, name), "rb") as f:
-                data = relocate_cache_file("triton", name, f.read(), os.path.join(dest, name))
+                files.append(("triton", f"k/{name}", f.read()))
+        os.makedirs(tmp)
+        for _, rel, data in triton_binaries_only(files) if binaries_only else files:
+            name = rel[2:]
             with open(os.path.join(tmp, name), "wb") as f:
-                f.write(data)
+                f.write(relocate_cache_file("triton", name, data, os.path.join(dest, name)))
         os.rename(tmp, dest)  # fails where a compile made `dest` meanwhile: that one stays
     except OSError:
         shutil.rmtree(tmp, ignore_errors=True)
