@@ -17,7 +17,13 @@ from collections.abc import Iterator
 from typing import Any
 
 from .scoped_patch import ScopedPatch, switched_off
-from .warm import light_inductor_cache_dir, relocate_cache_file, triton_binaries_only
+from .warm import (
+    TRITON_BINARIES,
+    TRITON_STAGE_TEXTS,
+    light_inductor_cache_dir,
+    relocate_cache_file,
+    triton_binaries_only,
+)
 
 # Note [Triton kernels compiled once]
 #   A CUDA precompile lowers in a private compile dir (private_compile_cache), so that exactly
@@ -177,10 +183,9 @@ def _copy_dir(src: str, dest: str, binaries_only: bool = False) -> bool:
         return False
     tmp = f"{dest}.{os.getpid()}.{threading.get_ident()}.tmp"
     try:
-        files = []
-        for name in os.listdir(src):
-            with open(os.path.join(src, name), "rb") as f:
-                files.append(("triton", f"k/{name}", f.read()))
+        names = os.listdir(src)
+        files = [("triton", f"k/{name}", b"" if binaries_only and _dropped(name, names)
+                  else _read(os.path.join(src, name))) for name in names]
         os.makedirs(tmp)
         for _, rel, data in triton_binaries_only(files) if binaries_only else files:
             name = rel[2:]
@@ -191,6 +196,17 @@ def _copy_dir(src: str, dest: str, binaries_only: bool = False) -> bool:
         shutil.rmtree(tmp, ignore_errors=True)
         return False
     return True
+
+
+def _dropped(name: str, names: list[str]) -> bool:
+    """Whether triton_binaries_only drops `name` from a dir of `names` (not read, then)."""
+    return (name.rsplit(".", 1)[-1] in TRITON_STAGE_TEXTS
+            and any(n.rsplit(".", 1)[-1] in TRITON_BINARIES for n in names))
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
 
 
 def _async_compile() -> Any:
