@@ -57,10 +57,10 @@ def report_data(art: Artifact, *, load_stats: dict | None = None) -> dict[str, A
         "autotuning": tuning_record(lw.tuning) if lw.tuning is not None else None,
         "stages": [[n, round(s, 4)] for n, s in art.stage_seconds],
         "compiled_in": _compiled_in(lw.split),
-        # C++ kernel builds taken from earlier precompiles, and run (Note [C++ kernels built
-        # once]), Triton kernels compiled on threads (Note [kernels on threads while the
-        # workers start]); None: none of these (the eager backend; Triton kernels all
-        # compiled by Inductor's workers)
+        # C++ kernel builds and Triton kernels taken from earlier precompiles, and compiled
+        # (Notes [C++ kernels built once], [Triton kernels compiled once]), Triton kernels
+        # compiled on threads (Note [kernels on threads while the workers start]); None: none
+        # of these (the eager backend, or every kept store switched off)
         "kernel_builds": dict(lw.builds) if any(lw.builds.values()) else None,
         "rewrites": _rewrite_rows(lw.rewrites, c.nodes),  # graph rewrites before Inductor
         "python_code": art.python_code,
