@@ -117,3 +117,18 @@ class GPT(nn.Module):
         for blk in self.blocks:
             x = blk(x)
         return self.ln(x) @ self.emb.weight.t()
+
+
+# The start of a child process's script for the CUDA tests of Triton kernels: a small MLP on
+# the GPU (m), a function of it (fn), an example (x) and another input (x2).
+CUDA_MLP_SCRIPT = r"""
+import json, torch
+from precompile_nb import precompile
+
+torch.manual_seed(0)
+m = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(), torch.nn.LayerNorm(128),
+                        torch.nn.Linear(128, 16)).cuda()
+def fn(m, x):
+    return m(x).softmax(-1).sum(0)
+x, x2 = torch.randn(32, 64, device="cuda"), torch.randn(32, 64, device="cuda")
+"""

@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from precompile_nb.core._compat import kernel_threads
+from tests.core.models import CUDA_MLP_SCRIPT
 
 ac = pytest.importorskip("torch._inductor.async_compile")
 
@@ -181,19 +182,9 @@ def test_the_report_says_how_many_kernels_a_precompile_sent_to_threads(monkeypat
     assert report_data(art)["kernel_builds"]["on_threads"] == 3
 
 
-_CHILD = r"""
-import json, torch
-from precompile_nb import precompile
+_CHILD = CUDA_MLP_SCRIPT + r"""
 from precompile_nb.core import _compat
-
-torch.manual_seed(0)
-m = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(), torch.nn.LayerNorm(128),
-                        torch.nn.Linear(128, 16)).cuda()
-def fn(m, x):
-    return m(x).softmax(-1).sum(0)
-x = torch.randn(32, 64, device="cuda")
 code, cache = precompile(fn, m, x)
-x2 = torch.randn(32, 64, device="cuda")
 same = torch.allclose(precompile.load(code, cache)(m, x2), fn(m, x2), atol=1e-4, rtol=1e-4)
 print(json.dumps({"sent": _compat.kernels_sent_to_threads(), "same": bool(same)}))
 """

@@ -17,6 +17,7 @@ import threading
 import pytest
 
 from precompile_nb.core._compat import triton_store
+from tests.core.models import CUDA_MLP_SCRIPT
 
 ac = pytest.importorskip("torch._inductor.async_compile")
 
@@ -215,17 +216,8 @@ def test_a_real_inductor_kernel_compiled_by_triton_is_found_again(tmp_path, monk
     assert sorted(os.listdir(there)) == sorted(os.listdir(here))
 
 
-_CHILD = r"""
-import json, torch
-from precompile_nb import precompile
+_CHILD = CUDA_MLP_SCRIPT + r"""
 from precompile_nb.core import build
-
-torch.manual_seed(0)
-m = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(), torch.nn.LayerNorm(128),
-                        torch.nn.Linear(128, 16)).cuda()
-def fn(m, x):
-    return m(x).softmax(-1).sum(0)
-x, x2 = torch.randn(32, 64, device="cuda"), torch.randn(32, 64, device="cuda")
 out = []
 for _ in range(2):  # the second as a cell run again
     art = build(fn, m, x)
