@@ -23,6 +23,8 @@ if ! "$V/bin/python" -c "import torch, sys; sys.exit(torch.__version__.split('+'
   "$V/bin/python" -m pip install --progress-bar on torch==2.15.0 >&2
 fi
 echo "[setup 2.15] installing precompile_nb into $V" >&2
-"$V/bin/python" -m pip install -q -e ".[test]" >&2
+# with the zoo's Hugging Face models (transformers needs no torch of its own); not timm: it needs
+# a torchvision built for this torch, none is published, and pip would swap torch for one
+"$V/bin/python" -m pip install -q -e ".[test]" "transformers>=5" >&2
 "$V/bin/python" -c "import torch; assert torch.__version__.startswith('2.15'), torch.__version__; print('[setup 2.15] ready: torch', torch.__version__)" >&2
 echo "$V/bin/python"

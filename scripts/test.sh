@@ -10,16 +10,16 @@ export TORCHINDUCTOR_CACHE_DIR="${TORCHINDUCTOR_CACHE_DIR:-$(mktemp -d /tmp/prec
 # the torch 2.15 environment first (its install is the slow part), so a 2.15 break shows too
 PY215=$(bash scripts/setup_torch215.sh)
 echo "[test] screenshots go to $PRECOMPILE_NB_SCREENSHOTS (docs/screenshots/ is never rewritten)"
-# The pipeline's tests (tests/core), the magic's and the tutorial notebooks on torch 2.15 run
-# beside the main suite (one process each on the two cores; they share the inductor cache
-# dir), their output kept for the end. The main suite: tests/ and the tutorial notebooks
-# (nbval: contract cells compared, the rest executed) on the project's pinned torch, one line
-# per test file with a running count, the JupyterLab tests saying what they wait for, the 15
-# slowest tests at the end.
+# The pipeline's tests (tests/core), the magic's, the zoo's Hugging Face cases and the tutorial
+# notebooks on torch 2.15 run beside the main suite (one process each on the two cores; they
+# share the inductor cache dir), their output kept for the end. The main suite: tests/ and the
+# tutorial notebooks (nbval: contract cells compared, the rest executed) on the project's
+# pinned torch, one line per test file with a running count, the JupyterLab tests saying what
+# they wait for, the 15 slowest tests at the end.
 LOG215=$(mktemp /tmp/precompile_nb_torch215_XXXXXX.log)
-echo "[test] tests/core, the magic and the notebooks on torch 2.15 ($PY215) run beside the main suite; their output: $LOG215"
-"$PY215" -m pytest -p no:cacheprovider --durations=10 tests/core tests/test_magics.py notebooks \
-  --nbval-lax --nbval-sanitize-with notebooks/sanitize.cfg >"$LOG215" 2>&1 &
+echo "[test] tests/core, the magic, the zoo and the notebooks on torch 2.15 ($PY215) run beside the main suite; their output: $LOG215"
+"$PY215" -m pytest -p no:cacheprovider --durations=10 tests/core tests/test_magics.py tests/zoo \
+  notebooks --nbval-lax --nbval-sanitize-with notebooks/sanitize.cfg >"$LOG215" 2>&1 &
 pid215=$!
 trap 'kill "$pid215" 2>/dev/null || true' EXIT
 status=0
