@@ -23,8 +23,9 @@ if ! "$V/bin/python" -c "import torch, sys; sys.exit(torch.__version__.split('+'
   "$V/bin/python" -m pip install --progress-bar on torch==2.15.0 >&2
 fi
 echo "[setup 2.15] installing precompile_nb into $V" >&2
-# with the zoo's Hugging Face models (transformers needs no torch of its own); not timm: it needs
-# a torchvision built for this torch, none is published, and pip would swap torch for one
-"$V/bin/python" -m pip install -q -e ".[test]" "transformers>=5" >&2
+# with the zoo's packages (transformers, timm). timm needs torchvision; none is published for
+# torch 2.15 yet: 0.29.2 asks for torch >= 2.14 and its ops load on 2.15 (checked), so it is
+# pinned (a torchvision that asked for another torch would make pip swap torch itself)
+"$V/bin/python" -m pip install -q -e ".[test,zoo]" "torchvision==0.29.2" >&2
 "$V/bin/python" -c "import torch; assert torch.__version__.startswith('2.15'), torch.__version__; print('[setup 2.15] ready: torch', torch.__version__)" >&2
 echo "$V/bin/python"

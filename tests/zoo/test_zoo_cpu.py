@@ -3,8 +3,8 @@ torchvision, built from config with random init, precompiled with both backends 
 artifact's result (outputs, or loss + every .grad for a training step) must equal eager's.
 
 The full zoo, with timings, is `python benchmarks/zoo/run.py` (see benchmarks/zoo/README.md).
-Skipped with a reason where transformers / timm / torchvision are not installed (CI's torch 2.15
-leg has transformers only: no torchvision is published for that torch).
+Skipped with a reason where transformers / timm / torchvision are not installed (a Hugging Face
+case needs no torchvision).
 """
 from __future__ import annotations
 
@@ -40,8 +40,8 @@ CASES = [
 def test_zoo_case_matches_eager(model, workload, backend, package):
     from benchmarks.zoo import _tv_shim
     _tv_shim.install()  # a CPU torch with PyPI's CUDA torchvision wheel: see _tv_shim.py
-    if package != "transformers":  # (the Hugging Face models need no torchvision: the
-        pytest.importorskip("torchvision", reason="the zoo needs torchvision")  # 2.15 leg)
+    if package != "transformers":  # (the Hugging Face models need no torchvision)
+        pytest.importorskip("torchvision", reason="the zoo needs torchvision")
     pytest.importorskip(package, reason=f"the zoo needs {package}: pip install {package}")
     import torch
 
