@@ -16,8 +16,8 @@ Four ways, each a fresh process with its own caches, side by side in one run:
           the other ways)
 Each process first compiles an unrelated small kernel and then finds it in Triton's cache
 (Triton's one-time set-up of both paths, the same in every way), then times the kernels with
-Python's collector paused, as precompile's build pauses it. Reported: the median of --repeats runs per way and
-ratios to `off`.
+Python's collector paused, as precompile's build pauses it. Reported: the median of --repeats
+runs per way and ratios to `off`.
 
 usage: python benchmarks/triton_store.py [--repeats N] [--out DIR]
 """
