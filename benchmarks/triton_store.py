@@ -80,7 +80,7 @@ import gc
 gc.collect(); gc.disable()  # as precompile's build does (Note [the collector pauses for a build])
 t0 = time.perf_counter()
 with triton_store.keeping_triton_kernels(store if way in ("keep", "reuse") else None) as counts, \
-        triton_store.triton_kernels_from_store():
+        triton_store.triton_kernels_handed_over():
     for name, source in kernels:
         ac.AsyncCompile().triton(name, source, "cuda")
 print(json.dumps({{"seconds": time.perf_counter() - t0, "kernels": len(kernels),
@@ -93,7 +93,7 @@ def one(way: str, caches: str, store: str, triton_cache: str = "") -> dict:
     `triton_cache` where given)."""
     env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=os.path.join(caches, "inductor"),
                TRITON_CACHE_DIR=triton_cache or os.path.join(caches, "triton"),
-               PYTHONPATH=ROOT)
+               PYTHONPATH=ROOT, PRECOMPILE_NB_KERNEL_THREADS="0")  # one kernel at a time
     env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")  # Triton 3.9's default, without its warning
     r = subprocess.run([sys.executable, "-c", _CHILD.format(root=ROOT, way=way, store=store)],
                        env=env, capture_output=True, text=True, timeout=900)

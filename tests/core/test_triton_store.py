@@ -70,6 +70,7 @@ def stand_in(monkeypatch, tmp_path):
 
     monkeypatch.setattr(ac.AsyncCompile, "triton", inline)
     monkeypatch.delenv("PRECOMPILE_NB_KERNEL_REUSE", raising=False)
+    monkeypatch.setenv("PRECOMPILE_NB_KERNEL_THREADS", "0")  # (with threads: the last test)
     return seen, str(tmp_path / "store")
 
 
@@ -81,7 +82,7 @@ def _lower(tmp_path, name: str, store: str, kernels: dict[str, str]) -> tuple[di
     os.environ["TRITON_CACHE_DIR"] = here
     try:
         with triton_store.keeping_triton_kernels(store) as counts, \
-                triton_store.triton_kernels_from_store():
+                triton_store.triton_kernels_handed_over():
             for kernel_name, source in kernels.items():
                 out = ac.AsyncCompile().triton(kernel_name, source, "cuda")
                 if isinstance(out, ac.CodeCacheFuture):
@@ -154,7 +155,7 @@ def test_nothing_is_looked_up_outside_the_lowering_off_cuda_or_with_the_switch_o
     def in_dir(name: str, call) -> None:  # a fresh Triton cache: a lookup would find "a"
         monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / name))
         with triton_store.keeping_triton_kernels(store) as counts, \
-                triton_store.triton_kernels_from_store():
+                triton_store.triton_kernels_handed_over():
             call()
         assert counts == {}
 
@@ -185,6 +186,7 @@ def test_a_real_inductor_kernel_compiled_by_triton_is_found_again(tmp_path, monk
     from torch._inductor.utils import clear_caches
 
     monkeypatch.setattr(triton_helpers, "set_driver_to_gpu", lambda: None)  # no GPU here
+    monkeypatch.setenv("PRECOMPILE_NB_KERNEL_THREADS", "0")  # one compile at a time, here
     found = re.search(r"async_compile\.triton\('(\w+)', '''(.*?)'''", json.load(
         open(_REPORT))["python_code"], re.S)
     name = found.group(1)
@@ -215,6 +217,32 @@ def test_a_real_inductor_kernel_compiled_by_triton_is_found_again(tmp_path, monk
     assert len(before) == len(binaries[0][1]) and after == before  # found, none written
     assert sorted(os.listdir(there)) == sorted(os.listdir(here))
 
+
+
+def test_a_kernel_is_looked_up_before_a_thread_compiles_it(stand_in, tmp_path, monkeypatch):
+    """With the kernel threads of a lowering whose compile workers are not ready (Note
+    [kernels on threads while the workers start]): the thread finds the kept binaries."""
+    seen, store = stand_in
+    _lower(tmp_path, "one", store, {"a": "source of a"})
+    seen.clear()
+    monkeypatch.setenv("PRECOMPILE_NB_KERNEL_THREADS", "1")
+    monkeypatch.setattr(ac.AsyncCompile, "use_process_pool", classmethod(lambda cls: False))
+    monkeypatch.setattr(ac, "get_compile_threads", lambda: 4)
+    on_thread: list = []
+
+    class _OnThread:  # what a thread compiles: the kernel, as Triton would
+        def __init__(self, name, source):
+            self.source = source
+
+        def precompile(self, warm_cache_only=False):
+            on_thread.append(threading.current_thread().name)
+            _compile_like_triton(self.source, 2, seen)
+
+    monkeypatch.setattr(ac, "_load_triton_kernel_from_source", _OnThread)
+    counts, _ = _lower(tmp_path, "two", store, {"a": "source of a"})
+    assert on_thread and on_thread[0].startswith("precompile_nb-kernel")
+    assert [what for what, _ in seen] == ["hit"] * 4  # on the thread, then Inductor's path
+    assert counts == {"triton_reused": 1}
 
 _CHILD = CUDA_MLP_SCRIPT + r"""
 from precompile_nb.core import build

@@ -16,8 +16,7 @@ import torch
 from .conv_layout import backward_convolutions_in_channels_last, keeps_eager_layout
 from .cpp_runs import cpp_nodes_in_fewer_runs
 from .isa_probes import isa_probes_at_once
-from .kernel_threads import kernels_on_threads
-from .triton_store import triton_kernels_from_store
+from .triton_store import triton_kernels_handed_over
 from .straight_to_inductor import decomposed, why_aot_autograd, without_aot_autograd
 from .warm import light_inductor_cache_dir
 
@@ -82,11 +81,10 @@ def inductor_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
         gm = decomposed(gm, example_inputs)
     with same_kernel_keys(), inductor_config.patch(layout), data_bound_scatters_kept(), \
             cpp_nodes_in_fewer_runs(), isa_probes_at_once(cpu), no_graph_caches(), \
-            without_aot_autograd(straight), kernels_on_threads(not cpu), \
-            triton_kernels_from_store(not cpu):  # Notes [C++ kernels in fewer runs], [ISA
-        # probes at once], [no graph caches in a private dir], [one trace between capture...],
-        # [kernels on threads while the workers start], [Triton kernels compiled once] (looked
-        # up before a kernel goes to a thread: entered after kernels_on_threads)
+            without_aot_autograd(straight), triton_kernels_handed_over(not cpu):  # Notes [C++
+        # kernels in fewer runs], [ISA probes at once], [no graph caches in a private dir], [one
+        # trace between capture...], [Triton kernels compiled once], [kernels on threads while
+        # the workers start]
         compiled = compile_fx(gm, list(example_inputs), inner_compile=inner)
     if "source" not in seen:
         raise RuntimeError("precompile_nb internal error: Inductor produced no module source")

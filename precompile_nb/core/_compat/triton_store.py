@@ -16,6 +16,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+from .kernel_threads import kernels_on_threads
 from .scoped_patch import ScopedPatch, switched_off
 from .warm import (
     TRITON_BINARIES,
@@ -91,12 +92,16 @@ def keeping_triton_kernels(store: str | None) -> Iterator[dict[str, int]]:
         counts.update(state.finish())
 
 
-def triton_kernels_from_store(gpu: bool = True) -> contextlib.AbstractContextManager:
-    """Entered by the thread that lowers a graph (`gpu`: one with Triton kernels), after
-    kernels_on_threads, so that a kernel is looked up before it goes to a thread."""
-    if not gpu or _async_compile() is None:
-        return contextlib.nullcontext()
-    return _PATCH.active()
+@contextlib.contextmanager
+def triton_kernels_handed_over(gpu: bool = True) -> Iterator[None]:
+    """While this thread lowers a graph (`gpu`: one with Triton kernels), Inductor's hand-over
+    of each Triton kernel: looked up in the store of the lowering that keeps kernels
+    (keeping_triton_kernels), then sent to a thread where the compile workers are not ready
+    (kernels_on_threads, entered here first so that its wrapper is the inner one: a kernel is
+    looked up before a thread compiles it)."""
+    with kernels_on_threads(gpu), (_PATCH.active() if gpu and _async_compile() is not None
+                                   else contextlib.nullcontext()):
+        yield
 
 
 class _Keeping:
