@@ -30,6 +30,14 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture
+def lowering_afresh(monkeypatch):
+    """Every precompile in the test runs Inductor, whatever an earlier test lowered: for tests
+    that watch or change what happens inside a lowering (Note [a lowering made once] takes an
+    unchanged graph's lowering whole, so those would watch nothing)."""
+    monkeypatch.setenv("PRECOMPILE_NB_LOWERING_REUSE", "0")
+
+
 @pytest.fixture(autouse=True)
 def _quiet_load_warning():
     with warnings.catch_warnings():

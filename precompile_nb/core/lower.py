@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from ..runtime.convention import AliasOut, GraphOut, Guard, InputOut, WriteBack
-from . import _compat, pieces, warm
+from . import _compat, lowerings, pieces, warm
 from . import tuning as tuning_stage
 from .errors import PrecompileError
 from .kernels import lowered_graph, parse_kernels
@@ -219,6 +219,21 @@ def _lower_inductor_once(c: Captured, t0: float, may_assume: bool,
         # every result is an input, a view of one, or a value: nothing to compile
         return Lowered(backend="inductor", source=_NOTHING_TO_COMPUTE, convention=convention,
                        kernels=(), files=(), seconds=time.perf_counter() - t0)
+    rewrites = {CONV_1X1_AS_PRODUCTS: as_products} if as_products else {}
+    key = lowerings.lowering_key(fgm, fake_inputs, convention, asked, c.tracing_mode)
+    lowered = lowerings.taken(key, convention, rewrites, t0)  # Note [a lowering made once]
+    if lowered is None:
+        lowered = _by_inductor(c, fgm, fake_inputs, may_assume, asked, unread)
+        lowered = dataclasses.replace(lowered, convention=convention, rewrites=rewrites,
+                                      seconds=time.perf_counter() - t0)
+        lowerings.keep(key, lowered)
+    return lowered
+
+
+def _by_inductor(c: Captured, fgm: torch.fx.GraphModule, fake_inputs: list, may_assume: bool,
+                 asked: list[dict[int, int]], unread: tuple[int, ...]) -> Lowered:
+    """Inductor's module of the functional graph `fgm`, its compiled files, and for CUDA its
+    launch records and autotuning (convention, rewrites and seconds are the caller's)."""
     cuda = any(isinstance(t, torch.Tensor) and t.device.type == "cuda" for t in fake_inputs)
     launches: dict[str, dict] = {}
     # Notes [C++ kernels built once], [Triton kernels compiled once]: outside the private dir
@@ -246,11 +261,9 @@ def _lower_inductor_once(c: Captured, t0: float, may_assume: bool,
         files = _compat.triton_binaries_only(_collect_files(cache_dir))
         if any(rel.endswith(".so") for root, rel, _ in files if root == "inductor"):
             files = _with_isa_probes(files, cache_dir)
-    source = _compat.strip_inductor_main(source)
-    return Lowered(backend="inductor", source=source, convention=convention,
-                   kernels=kernels, files=tuple(files), seconds=time.perf_counter() - t0,
-                   launches=launches, tuning=tuning, split=split, builds=dict(builds),
-                   rewrites={CONV_1X1_AS_PRODUCTS: as_products} if as_products else {})
+    return Lowered(backend="inductor", source=_compat.strip_inductor_main(source),
+                   convention=c.convention, kernels=kernels, files=tuple(files), seconds=0.0,
+                   launches=launches, tuning=tuning, split=split, builds=dict(builds))
 
 
 def _compile(c: Captured, fgm: torch.fx.GraphModule, fake_inputs: list, cuda: bool,

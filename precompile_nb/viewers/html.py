@@ -139,13 +139,17 @@ def _rewrites(rows: list[dict[str, Any]] | None) -> str:
 
 
 def _kernel_builds(b: dict[str, Any] | None) -> str:
-    """How many C++ build products (a kernel's object files and library, the ISA probes) and
+    """Whether an earlier precompile's whole lowering was taken (Note [a lowering made once]);
+    how many C++ build products (a kernel's object files and library, the ISA probes) and
     Triton kernels an earlier precompile had made for this one; how many Triton kernels
     compiled on threads of this process because Inductor's compile workers were still
     starting."""
     if not b:
         return ""
     out = ""
+    if b.get("lowering_reused"):
+        out += ('<p class="pcnb-muted">Lowering: taken whole from an earlier precompile of the '
+                "same graph with the same settings; Inductor did not run</p>")
     if b.get("reused") or b.get("built"):
         out += (f'<p class="pcnb-muted">C++ builds: {esc(b.get("reused", 0))} taken from '
                 f'earlier precompiles, {esc(b.get("built", 0))} compiled</p>')

@@ -5,10 +5,14 @@ from __future__ import annotations
 import gc
 import threading
 
+import pytest
 import torch
 
 from precompile_nb import precompile
 from precompile_nb.core import collector_paused
+
+# these tests watch or change what happens inside a lowering
+pytestmark = pytest.mark.usefixtures("lowering_afresh")
 
 
 def _seen_by_fn(seen: list):

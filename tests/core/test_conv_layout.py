@@ -10,11 +10,15 @@ import contextlib
 import copy
 import re
 
+import pytest
 import torch
 from torch import nn
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from precompile_nb.core import _compat
+
+# these tests watch or change what happens inside a lowering
+pytestmark = pytest.mark.usefixtures("lowering_afresh")
 
 
 def _model(groups: int) -> nn.Module:

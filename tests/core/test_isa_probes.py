@@ -7,11 +7,15 @@ import json
 import os
 from pathlib import Path
 
+import pytest
 import torch
 
 from tests.conftest import run_fresh
 from tests.core.models import mlp
 from tests.core.test_inductor import fresh_load
+
+# these tests watch or change what happens inside a lowering
+pytestmark = pytest.mark.usefixtures("lowering_afresh")
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -11,6 +11,9 @@ from precompile_nb import precompile
 from precompile_nb.core import _compat, build
 from precompile_nb.core._compat import kernel_store
 
+# these tests watch or change what happens inside a lowering
+pytestmark = pytest.mark.usefixtures("lowering_afresh")
+
 
 def _mlp() -> torch.nn.Module:
     torch.manual_seed(0)

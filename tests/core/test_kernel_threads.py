@@ -18,6 +18,9 @@ import torch
 from precompile_nb.core._compat import kernel_threads
 from tests.core.models import CUDA_MLP_SCRIPT
 
+# these tests watch or change what happens inside a lowering
+pytestmark = pytest.mark.usefixtures("lowering_afresh")
+
 ac = pytest.importorskip("torch._inductor.async_compile")
 
 

@@ -16,6 +16,9 @@ from precompile_nb.tools.report import report_data
 from tests.core.models import mlp
 from tests.core.test_inductor import fresh_load
 
+# these tests watch or change what happens inside a lowering
+pytestmark = pytest.mark.usefixtures("lowering_afresh")
+
 
 class Block(torch.nn.Module):
     """Linear, LayerNorm, GELU, and a transposed intermediate read far from where it is

@@ -11,6 +11,9 @@ from precompile_nb.core import _compat, build
 from precompile_nb.core._compat import inductor, straight_to_inductor
 from precompile_nb.core.capture import capture
 
+# these tests watch or change what happens inside a lowering
+pytestmark = pytest.mark.usefixtures("lowering_afresh")
+
 ENV = straight_to_inductor.ENV
 
 

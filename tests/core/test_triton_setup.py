@@ -11,6 +11,9 @@ import sys
 
 import pytest
 
+# these tests watch or change what happens inside a lowering
+pytestmark = pytest.mark.usefixtures("lowering_afresh")
+
 _CHILD = r"""
 import json, torch
 from precompile_nb import precompile

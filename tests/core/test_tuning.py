@@ -15,6 +15,9 @@ from precompile_nb import PrecompileError, precompile
 from precompile_nb.core import tuning, warm
 from precompile_nb.core.capture import capture
 
+# these tests watch or change what happens inside a lowering
+pytestmark = pytest.mark.usefixtures("lowering_afresh")
+
 
 @pytest.fixture(autouse=True)
 def _quiet():

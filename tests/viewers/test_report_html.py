@@ -402,3 +402,12 @@ def test_summary_says_how_many_triton_kernels_compiled_on_threads(report_inducto
     assert ("Triton kernels: 39 compiled on threads of this process while Inductor's compile "
             "workers started") in text
     assert "C++ builds" not in text  # no C++ build in a graph of Triton kernels only
+
+
+def test_summary_says_when_the_whole_lowering_came_from_an_earlier_precompile(report_inductor):
+    # Note [a lowering made once]
+    data = with_changes(report_inductor, kernel_builds={"lowering_reused": 1})
+    text = re.sub(r"<[^>]+>", "", html.unescape(panel(render_report_html(data), "summary")))
+    assert ("Lowering: taken whole from an earlier precompile of the same graph with the same "
+            "settings; Inductor did not run") in text
+    assert "C++ builds" not in text and "Triton kernels:" not in text

@@ -17,6 +17,7 @@ of its modules holds it:
   isa_probes.py  Inductor's CPU ISA probes, run at once
   kernel_store.py  C++ kernels kept between processes and reused
   triton_store.py  Triton kernels kept between processes and reused
+  lowering_key.py  what decides a lowering, as a key; where whole lowerings are kept
   stack_frames.py  make_fx's node stack traces, each frame's line read only when kept
   scoped_patch.py  a torch function replaced while some thread needs it
   compile_pool.py  Inductor's Triton compile workers and Triton's set-up, started with the capture
@@ -31,8 +32,8 @@ of its modules holds it:
 warm, inductor (with straight_to_inductor), conv_layout, cpp_runs, isa_probes, scoped_patch,
 compile_pool, kernel_threads, kernel_store, triton_store, autotune and pieces are imported with
 the door (a load runs on them; none imports the compiler at import); tracing (with stack_frames,
-batch_norm), conv_as_mm, parallel, realdata and answers at the first use of one of their names
-(`_LAZY`).
+batch_norm), conv_as_mm, parallel, realdata, answers and lowering_key at the first use of one of
+their names (`_LAZY`).
 """
 from __future__ import annotations
 
@@ -108,6 +109,7 @@ from .warm import (  # noqa: F401 - the door re-exports
 _LAZY_NAMES: dict[str, tuple[str, ...]] = {
     "answers": ("tracing_as_a_compiler",),
     "batch_norm": ("batch_norm_writes_unsaid",),
+    "lowering_key": ("graph_and_setting_key", "lowering_store_dir"),
     "realdata": (
         "Decision", "assume_nonnegative_bounds", "fake_with_real_values", "forget_real_values",
         "real_values",

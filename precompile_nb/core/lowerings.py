@@ -1,0 +1,168 @@
+"""Stage 2's memory: what an Inductor lowering made, kept between precompiles and processes
+and taken whole by a later precompile of the same graph (Note [a lowering made once]).
+
+    key = lowering_key(fgm, fake_inputs, convention, asked, tracing_mode)  # None: not kept
+    lowered = taken(key, convention, rewrites, t0) or <lower with Inductor>; keep(key, lowered)
+"""
+from __future__ import annotations
+
+import ast
+import contextlib
+import dataclasses
+import functools
+import hashlib
+import os
+import struct
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from . import _compat
+from . import cache as _cache
+from .errors import PrecompileError
+from .schemas import KernelInfo, Lowered, Split, Tuning
+
+# Note [a lowering made once]
+#   The kernel stores (Notes [C++ kernels built once], [Triton kernels compiled once]) spare
+#   a precompile the compilers, not the Python of a lowering: Inductor's passes, scheduling
+#   and code generation ran again on every precompile of the same graph (a notebook cell run
+#   again, a script's new process), 4.9 s of gpt2's tiny training step on the 2-core
+#   development machine where the capture took ~1 s; torch.compile finds such a graph in its
+#   FX graph cache. Now what a lowering made (the module's source, its kernels, the compiled
+#   files, the CUDA launch records and autotuning, how it was compiled) is kept in a store
+#   beside Inductor's cache (<its cache dir>/precompile_nb_lowerings/<torch, C++ compiler and
+#   Triton>), and a precompile whose key finds an entry takes it whole: Inductor does not run,
+#   and the artifact is the one the first precompile made, byte for byte.
+#   The key is Inductor's own FX graph key of the graph precompile hands to Inductor (its code
+#   and constants; the inputs' sizes, strides, dtypes, devices; Inductor's and AOTAutograd's
+#   configuration, torch's build, the GPU and Triton, the deterministic, matmul and default-
+#   dtype settings, custom passes), plus what that key leaves to its callers (the hints,
+#   ranges and guards of dynamic sizes, the CPU's vector ISA and thread count), the calling
+#   convention as lowering refined it, the sizes asked to tune at, every PRECOMPILE_NB_
+#   switch that is set, and a hash of precompile_nb's own source. A graph Inductor cannot key
+#   (an unpicklable constant or custom pass) is lowered every time. An entry is one file: the
+#   recorded fields as a Python literal (read with ast.literal_eval, never unpickled) and the
+#   files in a cache envelope (core/cache.py) checked against their sha256 when read; an
+#   entry that fails to read is removed and the graph lowered. When the store passes
+#   _STORE_BYTES, the entries used longest ago go. A store under a TORCHINDUCTOR_CACHE_DIR is
+#   emptied with it, so "empty compiler caches" still means cold.
+#   PRECOMPILE_NB_LOWERING_REUSE=0 (or off, false, no) turns it off; so does
+#   PRECOMPILE_NB_KERNEL_REUSE=0, which asks that no kernel an earlier precompile made be taken.
+
+_MAGIC = b"PRECOMPILE_NB-LOWERING\n"
+_STORE_BYTES = 2 << 30
+_SUFFIX = ".lowering"
+REUSED = "lowering_reused"  # Lowered.builds' key on an entry taken whole
+
+
+def lowering_key(fgm: Any, fake_inputs: Sequence[Any], convention: Any,
+                 asked: Sequence[Mapping[int, int]], tracing_mode: str) -> str | None:
+    """The entry's name for lowering `fgm` (Note [a lowering made once]), None where it has
+    none or the store is off. Call it before Inductor, which changes the graph it is given."""
+    if _compat.lowering_store_dir() is None:
+        return None
+    graph = _compat.graph_and_setting_key(fgm, fake_inputs)
+    if graph is None:
+        return None
+    switches = sorted((k, v) for k, v in os.environ.items() if k.startswith("PRECOMPILE_NB_"))
+    text = "\n".join((graph, repr(convention), repr(list(asked)), tracing_mode,
+                      repr(switches), _own_source()))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@functools.cache
+def _own_source() -> str:
+    """sha256 of precompile_nb's source files: another version lowers afresh."""
+    root = Path(__file__).resolve().parent.parent
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def _entry_path(key: str) -> str | None:
+    store = _compat.lowering_store_dir()
+    return None if store is None else os.path.join(store, key[:2], key + _SUFFIX)
+
+
+def taken(key: str | None, convention: Any, rewrites: Mapping[str, tuple[str, ...]],
+          t0: float) -> Lowered | None:
+    """The Lowered kept under `key`, with this precompile's convention and rewrites (equal to
+    the first's: they are in the key); None where there is none or it cannot be read."""
+    path = _entry_path(key) if key else None
+    if path is None or not os.path.exists(path):
+        return None
+    try:
+        fields = _read(path)
+    except (OSError, ValueError, TypeError, KeyError, SyntaxError, PrecompileError):
+        with contextlib.suppress(OSError):
+            os.unlink(path)  # unreadable: lowered again and kept afresh
+        return None
+    with contextlib.suppress(OSError):
+        os.utime(path)  # used now: the last to go when the store is trimmed
+    return Lowered(backend="inductor", convention=convention, rewrites=dict(rewrites),
+                   seconds=time.perf_counter() - t0, builds={REUSED: 1}, **fields)
+
+
+def keep(key: str | None, lowered: Lowered) -> None:
+    """Keep what `lowered` made under `key` (nothing where key is None). A store that cannot
+    be written loses only the saving."""
+    path = _entry_path(key) if key else None
+    if path is None:
+        return
+    text = repr(_literal(lowered)).encode("utf-8")
+    envelope = _cache.pack(text.decode("utf-8"), "inductor", lowered.files)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = _cache.write_temp(os.path.dirname(path), "entry-", b"".join(
+            (_MAGIC, struct.pack(">Q", len(text)), text, envelope)))
+        os.replace(tmp, path)
+        _trim(os.path.dirname(os.path.dirname(path)))
+    except OSError:
+        return
+
+
+def _literal(lw: Lowered) -> dict[str, Any]:
+    """The fields an entry records, as plain literals."""
+    return {"source": lw.source, "kernels": [dataclasses.astuple(k) for k in lw.kernels],
+            "launches": {k: dict(v) for k, v in lw.launches.items()},
+            "tuning": dataclasses.asdict(lw.tuning) if lw.tuning is not None else None,
+            "split": dataclasses.asdict(lw.split) if lw.split is not None else None}
+
+
+def _read(path: str) -> dict[str, Any]:
+    """An entry's fields, its files checked against their sha256 (raises where they fail)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if not data.startswith(_MAGIC):
+        raise ValueError("not a lowering entry")
+    (n,) = struct.unpack(">Q", data[len(_MAGIC):len(_MAGIC) + 8])
+    start = len(_MAGIC) + 8
+    text = data[start:start + n].decode("utf-8")
+    envelope = data[start + n:]
+    tag, header = _cache.read_tag(envelope)
+    if tag.code_hash != _cache.code_hash(text):
+        raise ValueError("the entry's files are not its record's")
+    files = tuple((root, rel, bytes(b)) for root, rel, b in _cache.read_files(envelope, header))
+    d = ast.literal_eval(text)
+    return {"source": d["source"], "kernels": tuple(KernelInfo(*k) for k in d["kernels"]),
+            "files": files, "launches": d["launches"],
+            "tuning": Tuning(**d["tuning"]) if d["tuning"] is not None else None,
+            "split": Split(**d["split"]) if d["split"] is not None else None}
+
+
+def _trim(store: str) -> None:
+    """Remove the entries used longest ago while the store holds more than _STORE_BYTES."""
+    entries = []
+    for sub in os.scandir(store):
+        if sub.is_dir():
+            entries += [(e.stat().st_mtime, e.stat().st_size, e.path)
+                        for e in os.scandir(sub.path) if e.name.endswith(_SUFFIX)]
+    total = sum(size for _, size, _ in entries)
+    for _, size, path in sorted(entries):
+        if total <= _STORE_BYTES:
+            break
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        total -= size

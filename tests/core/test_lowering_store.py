@@ -1,0 +1,184 @@
+"""Note [a lowering made once]: precompiling a graph an earlier precompile lowered (a cell run
+again, a new process) takes that lowering whole: Inductor does not run and the artifact is the
+same, byte for byte; anything in the key that differs lowers afresh."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import torch
+
+from precompile_nb import precompile
+from precompile_nb.core import _compat, build, lowerings
+from tests.conftest import cuda, run_fresh
+
+
+def _mlp() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+
+
+def _step(m, x):
+    loss = torch.tanh(m(x)).square().mean()
+    loss.backward()
+    return loss
+
+
+@pytest.fixture
+def inductor_runs(monkeypatch, tmp_path):
+    """A store of its own for this test, and the list of every Inductor compile of a graph."""
+    store = str(tmp_path / "lowerings")
+    monkeypatch.setattr(_compat, "lowering_store_dir", lambda: store)
+    runs: list[int] = []
+    original = _compat.inductor_compile
+
+    def counted(*a, **k):
+        runs.append(1)
+        return original(*a, **k)
+
+    monkeypatch.setattr(_compat, "inductor_compile", counted)
+    return runs
+
+
+def _eager_step(m, x):
+    m.zero_grad()
+    loss = _step(m, x)
+    return loss, [p.grad.clone() for p in m.parameters()]
+
+
+def _check_like_eager(art, m, x) -> None:
+    want, grads = _eager_step(m, x)
+    m.zero_grad()
+    got = precompile.load(art.python_code, art.cache)(m, x)
+    torch.testing.assert_close(got, want)
+    for p, g in zip(m.parameters(), grads):
+        torch.testing.assert_close(p.grad, g)
+
+
+def test_precompiling_the_same_graph_again_runs_no_inductor_and_gives_the_same_artifact(
+        inductor_runs):
+    m, x = _mlp(), torch.randn(5, 8)
+    first = build(_step, m, x)
+    assert inductor_runs == [1] and lowerings.REUSED not in first.lowered.builds
+    again = build(_step, m, x)
+    assert inductor_runs == [1]  # taken whole: Inductor did not run again
+    assert again.lowered.builds == {lowerings.REUSED: 1}
+    assert again.python_code == first.python_code and again.cache == first.cache
+    assert again.lowered.kernels == first.lowered.kernels
+    _check_like_eager(again, m, x)
+
+
+@cuda
+def test_a_cuda_graph_is_taken_whole_with_its_launch_records_and_tuning(inductor_runs):
+    m, x = _mlp().cuda(), torch.randn(64, 8, device="cuda")
+    first = build(_step, m, x)
+    again = build(_step, m, x)
+    assert inductor_runs == [1] and again.lowered.builds == {lowerings.REUSED: 1}
+    assert again.python_code == first.python_code and again.cache == first.cache
+    assert again.lowered.launches == first.lowered.launches
+    assert again.lowered.tuning == first.lowered.tuning
+    _check_like_eager(again, m, x)
+
+
+def test_other_sizes_or_other_inductor_settings_lower_afresh(inductor_runs):
+    m = _mlp()
+    first = build(_step, m, torch.randn(5, 8))
+    other = build(_step, m, torch.randn(7, 8))  # another example size
+    assert len(inductor_runs) == 2 and lowerings.REUSED not in other.lowered.builds
+    _check_like_eager(other, m, torch.randn(7, 8))
+    with torch._inductor.config.patch({"cpp.simdlen": 1}):  # no vector code
+        scalar = build(_step, m, torch.randn(5, 8))
+    assert len(inductor_runs) == 3 and scalar.python_code != first.python_code
+    _check_like_eager(scalar, m, torch.randn(5, 8))
+
+
+def test_a_damaged_entry_is_lowered_again_and_kept_afresh(inductor_runs):
+    m, x = _mlp(), torch.randn(5, 8)
+    first = build(_step, m, x)
+    (entry,) = [os.path.join(d, f) for d, _, fs in os.walk(_compat.lowering_store_dir())
+                for f in fs if f.endswith(".lowering")]
+    data = bytearray(open(entry, "rb").read())
+    data[-1] ^= 0xFF  # a kernel binary's last byte
+    open(entry, "wb").write(bytes(data))
+    again = build(_step, m, x)
+    assert len(inductor_runs) == 2 and lowerings.REUSED not in again.lowered.builds
+    assert again.python_code == first.python_code
+    _check_like_eager(again, m, x)
+    assert build(_step, m, x).lowered.builds == {lowerings.REUSED: 1}  # kept afresh
+    assert len(inductor_runs) == 2
+
+
+def test_a_dynamic_graph_is_taken_whole_and_serves_every_size(inductor_runs):
+    m, x = _mlp(), torch.randn(5, 8)
+    torch._dynamo.mark_dynamic(x, 0)
+    first = build(_step, m, x)
+    torch._dynamo.mark_dynamic(x, 0)
+    again = build(_step, m, x)
+    assert inductor_runs == [1] and again.lowered.builds == {lowerings.REUSED: 1}
+    assert again.python_code == first.python_code
+    for n in (3, 11):
+        _check_like_eager(again, m, torch.randn(n, 8))
+
+
+def test_a_store_that_cannot_be_written_costs_only_the_saving(monkeypatch, tmp_path):
+    blocker = tmp_path / "a file"
+    blocker.write_text("not a directory")
+    monkeypatch.setattr(_compat, "lowering_store_dir", lambda: str(blocker / "lowerings"))
+    m, x = _mlp(), torch.randn(5, 8)
+    art = build(_step, m, x)
+    _check_like_eager(art, m, x)
+
+
+def test_the_store_drops_the_entries_used_longest_ago_past_its_size(monkeypatch, tmp_path):
+    store = tmp_path / "store"
+    for i, name in enumerate(("old", "mid", "new")):
+        sub = store / name[:2]
+        sub.mkdir(parents=True, exist_ok=True)
+        path = sub / (name + ".lowering")
+        path.write_bytes(b"x" * 100)
+        os.utime(path, (1000 + i, 1000 + i))
+    monkeypatch.setattr(lowerings, "_STORE_BYTES", 250)
+    lowerings._trim(str(store))
+    left = sorted(p.name for p in store.rglob("*.lowering"))
+    assert left == ["mid.lowering", "new.lowering"]
+
+
+def test_reuse_is_off_where_the_environment_says_so(monkeypatch):
+    for name in ("PRECOMPILE_NB_LOWERING_REUSE", "PRECOMPILE_NB_KERNEL_REUSE"):
+        monkeypatch.setenv(name, "off")
+        assert _compat.lowering_store_dir() is None
+        monkeypatch.delenv(name)
+    store = _compat.lowering_store_dir()
+    assert store is not None and "precompile_nb_lowerings" in store
+
+
+_CHILD = """
+import hashlib, json, os, sys, torch
+sys.path.insert(0, {root!r})
+from precompile_nb.core import build, lowerings
+from tests.core.test_lowering_store import _mlp, _step
+m, x = _mlp(), torch.randn(5, 8, generator=torch.Generator().manual_seed(1))
+art = build(_step, m, x)
+out = {out!r}
+open(out + ".py", "w").write(art.python_code)
+open(out + ".bin", "wb").write(art.cache)
+print(json.dumps({{"reused": lowerings.REUSED in art.lowered.builds}}))
+"""
+
+
+def test_a_new_process_takes_the_lowering_an_earlier_one_made(tmp_path):
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
+    said = []
+    for name in ("first", "again"):
+        p = run_fresh(_CHILD.format(root=root, out=str(tmp_path / name)), env=env, cwd=root)
+        assert p.returncode == 0, p.stderr[-3000:]
+        said.append(json.loads(p.stdout.strip().splitlines()[-1])["reused"])
+    assert said == [False, True]
+    code = (tmp_path / "again.py").read_text()
+    assert code == (tmp_path / "first.py").read_text()
+    assert (tmp_path / "again.bin").read_bytes() == (tmp_path / "first.bin").read_bytes()
+    m, x = _mlp(), torch.randn(5, 8, generator=torch.Generator().manual_seed(1))
+    art = type("A", (), {"python_code": code, "cache": (tmp_path / "again.bin").read_bytes()})
+    _check_like_eager(art, m, x)
