@@ -400,10 +400,29 @@ def kernel_reuse_row() -> tuple[str, str, str]:
             "benchmarks/results/cpu_round11/reuse_second_process.json")
 
 
+def precompile_again_row() -> tuple[str, str, str]:
+    """A second process's precompile of six zoo cases, the whole lowering taken (Note [a
+    lowering made once]), against torch.compile's second process (cpu_round23/)."""
+    src = "benchmarks/results/cpu_round23/precompile_again.json"
+    runs = json.loads((ROOT / src).read_text())
+
+    def med(reps: list[dict], label: str) -> float:
+        return statistics.median(r[label]["seconds"] for r in reps)
+
+    ratios = [med(reps, "nb again") / med(reps, "tc again") for reps in runs.values()]
+    nb = [med(reps, "nb again") for reps in runs.values()]
+    kernels = [med(reps, "nb again, kernels only") for reps in runs.values()]
+    return (f"precompile in a second process whose compiler caches a first one filled, "
+            f"{len(runs)} zoo cases (tiny sizes, medians of 3): whole lowering taken / kernel "
+            "stores only / ratio to torch.compile's second process",
+            f"{_span(nb)} / {_span(kernels)} / {min(ratios):.2f}-{max(ratios):.2f}", src)
+
+
 def render() -> str:
     meta, cpu = cpu_rows()
     cpu.append(call_overhead_row())
     cpu.append(kernel_reuse_row())
+    cpu.append(precompile_again_row())
     cpu.append(cpu_vs_ref_row("benchmarks/results/cpu_round13/cold_vs_ref_torch2.14.1.json",
                               "round 13"))
     cpu.append(cpu_vs_ref_row("benchmarks/results/cpu_round14/cold_vs_torch2.14.1.json",

@@ -95,7 +95,8 @@ def taken(key: str | None, convention: Any, rewrites: Mapping[str, tuple[str, ..
         return None
     try:
         fields = _read(path)
-    except (OSError, ValueError, TypeError, KeyError, SyntaxError, PrecompileError):
+    except (OSError, ValueError, TypeError, KeyError, SyntaxError, struct.error,
+            PrecompileError):
         with contextlib.suppress(OSError):
             os.unlink(path)  # unreadable: lowered again and kept afresh
         return None
@@ -111,12 +112,19 @@ def keep(key: str | None, lowered: Lowered) -> None:
     path = _entry_path(key) if key else None
     if path is None:
         return
-    text = repr(_literal(lowered)).encode("utf-8")
-    envelope = _cache.pack(text.decode("utf-8"), "inductor", lowered.files)
+    literal = _literal(lowered)
+    text = repr(literal)
+    try:
+        if ast.literal_eval(text) != literal:  # e.g. a float inf: kept only what reads back
+            return
+    except (ValueError, SyntaxError):
+        return
+    envelope = _cache.pack(text, "inductor", lowered.files)
+    data = text.encode("utf-8")
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         tmp = _cache.write_temp(os.path.dirname(path), "entry-", b"".join(
-            (_MAGIC, struct.pack(">Q", len(text)), text, envelope)))
+            (_MAGIC, struct.pack(">Q", len(data)), data, envelope)))
         os.replace(tmp, path)
         _trim(os.path.dirname(os.path.dirname(path)))
     except OSError:

@@ -3,6 +3,7 @@ again, a new process) takes that lowering whole: Inductor does not run and the a
 same, byte for byte; anything in the key that differs lowers afresh."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 
@@ -119,6 +120,15 @@ def test_a_dynamic_graph_is_taken_whole_and_serves_every_size(inductor_runs):
     assert again.python_code == first.python_code
     for n in (3, 11):
         _check_like_eager(again, m, torch.randn(n, 8))
+
+
+def test_a_record_that_would_not_read_back_the_same_is_not_kept(inductor_runs):
+    m, x = _mlp(), torch.randn(5, 8)
+    first = build(_step, m, x)
+    odd = dataclasses.replace(first.lowered, launches={"k": {"x": float("inf")}})
+    lowerings.keep("0" * 64, odd)  # repr(inf) is no literal: nothing is kept
+    assert lowerings.taken("0" * 64, odd.convention, {}, 0.0) is None
+    assert not os.path.exists(os.path.join(_compat.lowering_store_dir(), "00"))
 
 
 def test_a_store_that_cannot_be_written_costs_only_the_saving(monkeypatch, tmp_path):
