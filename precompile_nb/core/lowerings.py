@@ -28,7 +28,7 @@ from .schemas import KernelInfo, Lowered, Split, Tuning
 #   a precompile the compilers, not the Python of a lowering: Inductor's passes, scheduling
 #   and code generation ran again on every precompile of the same graph (a notebook cell run
 #   again, a script's new process), 4.9 s of gpt2's tiny training step on the 2-core
-#   development machine where the capture took ~1 s; torch.compile finds such a graph in its
+#   development machine where the capture took 0.5 s; torch.compile finds such a graph in its
 #   FX graph cache. Now what a lowering made (the module's source, its kernels, the compiled
 #   files, the CUDA launch records and autotuning, how it was compiled) is kept in a store
 #   beside Inductor's cache (<its cache dir>/precompile_nb_lowerings/<torch, C++ compiler and

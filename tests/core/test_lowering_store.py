@@ -131,6 +131,21 @@ def test_a_record_that_would_not_read_back_the_same_is_not_kept(inductor_runs):
     assert not os.path.exists(os.path.join(_compat.lowering_store_dir(), "00"))
 
 
+def test_a_graph_torch_cannot_key_is_lowered_every_time(inductor_runs, monkeypatch):
+    from torch._inductor import codecache
+
+    def refuse(*a, **k):
+        raise AssertionError("torch could not key this graph")
+
+    monkeypatch.setattr(codecache, "compiled_fx_graph_hash", refuse)
+    m, x = _mlp(), torch.randn(5, 8)
+    for _ in range(2):
+        art = build(_step, m, x)
+        assert lowerings.REUSED not in art.lowered.builds
+        _check_like_eager(art, m, x)
+    assert len(inductor_runs) == 2
+
+
 def test_a_store_that_cannot_be_written_costs_only_the_saving(monkeypatch, tmp_path):
     blocker = tmp_path / "a file"
     blocker.write_text("not a directory")

@@ -26,13 +26,13 @@ def graph_and_setting_key(gm: torch.fx.GraphModule, fake_inputs: Sequence[Any]) 
     callers: the hints and ranges of the symbols, the guards already taken on them, the CPU's
     vector ISA and thread count. None where Inductor cannot key it (an unpicklable constant
     or custom pass): such a graph is lowered every time."""
-    from torch._inductor.codecache import BypassFxGraphCache, compiled_fx_graph_hash
-
     try:
+        from torch._inductor.codecache import compiled_fx_graph_hash
+
         key, _ = compiled_fx_graph_hash(gm, list(fake_inputs), {}, [])
         parts = [key, _shape_env_state(fake_inputs), _cpu_state()]
-    except (BypassFxGraphCache, AttributeError, TypeError, ValueError, RuntimeError):
-        return None
+    except Exception:  # noqa: BLE001 - BypassFxGraphCache, or any failure of torch's keying:
+        return None  # the graph is lowered as if no store existed, never refused for it
     return "\n".join(parts)
 
 
