@@ -261,6 +261,8 @@ def _by_inductor(c: Captured, fgm: torch.fx.GraphModule, fake_inputs: list, may_
         files = _compat.triton_binaries_only(_collect_files(cache_dir))
         if any(rel.endswith(".so") for root, rel, _ in files if root == "inductor"):
             files = _with_isa_probes(files, cache_dir)
+        if cuda:
+            files = _with_triton_helpers(files)
     return Lowered(backend="inductor", source=_compat.strip_inductor_main(source),
                    convention=c.convention, kernels=kernels, files=tuple(files), seconds=0.0,
                    launches=launches, tuning=tuning, split=split, builds=dict(builds))
@@ -472,6 +474,22 @@ def _with_isa_probes(files: list[tuple[str, str, bytes]], cache_dir: str,
     have = {rel for root, rel, _ in files if root == "inductor"}
     extra = [("inductor", rel, data) for rel, data in _ISA_PROBES.items() if rel not in have]
     return sorted(files + extra, key=lambda x: (x[0], x[1]))
+
+
+# Triton's CUDA driver helper library, kept from the first compile of this process that built
+# it: Triton builds it into the (private) cache once per process, so the artifacts of later
+# precompiles in the process would lack it, and a fresh process loading one of them on
+# Triton's path would build it (benchmarks/results/h200_round23/).
+_TRITON_HELPERS: dict[str, bytes] = {}
+
+
+def _with_triton_helpers(files: list[tuple[str, str, bytes]]) -> list[tuple[str, str, bytes]]:
+    """The artifact's files plus Triton's driver helper this process built (see above)."""
+    _TRITON_HELPERS.update({rel: data for root, rel, data in files
+                            if root == "triton" and _compat.is_triton_driver_helper(rel)})
+    have = {rel for root, rel, _ in files if root == "triton"}
+    extra = [("triton", rel, data) for rel, data in _TRITON_HELPERS.items() if rel not in have]
+    return sorted(files + extra, key=lambda x: (x[0], x[1])) if extra else files
 
 
 def _lowering_error(c: Captured, e: Exception) -> PrecompileError:

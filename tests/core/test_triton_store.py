@@ -16,6 +16,7 @@ import threading
 
 import pytest
 
+from precompile_nb.core import lower as lower_stage
 from precompile_nb.core._compat import triton_store
 from tests.core.models import CUDA_MLP_SCRIPT
 
@@ -279,3 +280,15 @@ def test_a_cuda_precompile_again_compiles_no_triton_kernel_here_or_in_a_new_proc
         assert "triton_compiled" not in run["builds"], run
     assert all(run["same"] for run in runs)
     assert all(run["binaries"] == first["binaries"] for run in again)  # the same artifact
+
+
+def test_a_later_precompile_in_the_process_still_ships_tritons_driver_helper(monkeypatch):
+    """Triton builds its CUDA driver helper once per process (h200_round23): the artifacts of
+    later precompiles carry the one the first built."""
+    monkeypatch.setattr(lower_stage, "_TRITON_HELPERS", {})
+    helper = ("triton", "H/cuda_utils.cpython-312-x86_64-linux-gnu.so", b"helper")
+    kernel = ("triton", "K/triton_poi_fused_0.cubin", b"cubin")
+    first = lower_stage._with_triton_helpers([helper, kernel])
+    assert first == [helper, kernel]
+    later = lower_stage._with_triton_helpers([kernel])
+    assert later == [helper, kernel]  # the helper this process built, once

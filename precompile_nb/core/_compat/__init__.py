@@ -91,6 +91,7 @@ from .warm import (  # noqa: F401 - the door re-exports
     cubins_from_memory,
     cuda_capability,
     extern_kernel_location,
+    is_triton_driver_helper,
     launch_cubin,
     light_inductor_cache_dir,
     load_cpp_kernel,

@@ -262,6 +262,14 @@ TRITON_STAGE_TEXTS = frozenset({"source", "ttir", "ttgir", "llir", "ptx"})
 TRITON_BINARIES = frozenset({"cubin", "hsaco"})
 
 
+def is_triton_driver_helper(rel: str) -> bool:
+    """Whether a Triton cache file (path relative to the cache dir) is Triton's compiled
+    driver helper, cuda_utils.<ABI>.so (hip_utils on ROCm): Triton 3.x builds it once per
+    process into its cache dir, beside the kernels (checked on Triton 3.6)."""
+    name = rel.rsplit("/", 1)[-1]
+    return name.startswith(("cuda_utils.", "hip_utils.")) and name.endswith(".so")
+
+
 def triton_binaries_only(files: Sequence[tuple[str, str, bytes]],
                          ) -> list[tuple[str, str, bytes]]:
     """`files` (root, rel, bytes) without the Triton compile stages' text files that no load
