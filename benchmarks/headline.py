@@ -135,7 +135,10 @@ def gpu_rows() -> list[tuple[str, str, str]]:
                                           zoo_cold_row("21, call 3", _R21 + "cold_zoo_call3.json",
                                                        ("albert", "opt", "gpt2", "timm_deit")),
                                           zoo_cold_row("21, call 4", _R21 + "cold_zoo_call4.json",
-                                                       ("opt",))]
+                                                       ("opt",)),
+                                          zoo_cold_row("23, call 6", _R23 + "cold_zoo_call6.json",
+                                                       ("gpt2", "timm_deit", "opt", "electra",
+                                                        "distilbert"))]
 
 
 _R15 = "benchmarks/results/h200_round15/cold_call1.json"
@@ -147,6 +150,7 @@ _R19 = "benchmarks/results/h200_round19/"  # eight more zoo training steps
 _ZOO_R19 = ("albert", "electra", "opt", "hf_deit", "phi", "roberta", "bart")
 _R20 = "benchmarks/results/h200_round20/"  # round 19's changes on a GPU; the pool's start
 _R21 = "benchmarks/results/h200_round21/"  # Note [kernels on threads while the workers start]
+_R23 = "benchmarks/results/h200_round23/"  # round 21's fix of the threads, five steps in a call
 _THREADS_EXPERIMENT = ("precompile with the kernels met before the compile workers are ready "
                        "compiled on threads (the benchmark-side experiment that preceded Note "
                        "[kernels on threads while the workers start])")
