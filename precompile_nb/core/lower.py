@@ -220,13 +220,13 @@ def _lower_inductor_once(c: Captured, t0: float, may_assume: bool,
         return Lowered(backend="inductor", source=_NOTHING_TO_COMPUTE, convention=convention,
                        kernels=(), files=(), seconds=time.perf_counter() - t0)
     rewrites = {CONV_1X1_AS_PRODUCTS: as_products} if as_products else {}
-    key = lowerings.lowering_key(fgm, fake_inputs, convention, asked, c.tracing_mode)
-    lowered = lowerings.taken(key, convention, rewrites, t0)  # Note [a lowering made once]
+    entry = lowerings.lowering_entry(fgm, fake_inputs, convention, asked, c.tracing_mode)
+    lowered = lowerings.taken(entry, convention, rewrites, t0)  # Note [a lowering made once]
     if lowered is None:
         lowered = _by_inductor(c, fgm, fake_inputs, may_assume, asked, unread)
         lowered = dataclasses.replace(lowered, convention=convention, rewrites=rewrites,
                                       seconds=time.perf_counter() - t0)
-        lowerings.keep(key, lowered)
+        lowerings.keep(entry, lowered)
     return lowered
 
 
@@ -444,9 +444,22 @@ def _collect_files(cache_dir: str) -> list[tuple[str, str, bytes]]:
     return files
 
 
-# (relative path, bytes) of the CPU ISA probe binaries, kept from the first compile of this
-# process that built them: later compiles find the answers in memory and build none.
-_ISA_PROBES: dict[str, bytes] = {}
+# Files only the first compile of a process builds, by root and relative path: the CPU ISA
+# probe binaries (later compiles find the answers in memory) and Triton's CUDA driver helper
+# (built into the private cache once per process, benchmarks/results/h200_round23/). Each
+# later artifact carries the ones this process built, so that a fresh process loading it
+# builds none of them.
+_BUILT_ONCE: dict[str, dict[str, bytes]] = {"inductor": {}, "triton": {}}
+
+
+def _with_built_once(files: list[tuple[str, str, bytes]], root: str, found: dict[str, bytes],
+                     ) -> list[tuple[str, str, bytes]]:
+    """`files` plus what this process built once under `root` (`found` among it now)."""
+    built = _BUILT_ONCE[root]
+    built.update(found)
+    have = {rel for r, rel, _ in files if r == root}
+    extra = [(root, rel, data) for rel, data in built.items() if rel not in have]
+    return sorted(files + extra, key=lambda x: (x[0], x[1]))
 
 
 def _isa_probe_files(files: list[tuple[str, str, bytes]], sources: frozenset[bytes],
@@ -465,31 +478,19 @@ def _with_isa_probes(files: list[tuple[str, str, bytes]], cache_dir: str,
     use any C++ kernel, so that loading it runs no C++ compiler."""
     sources = _compat.isa_probe_sources()
     found = _isa_probe_files(files, sources)
-    if not found and not _ISA_PROBES:
+    if not found and not _BUILT_ONCE["inductor"]:
         # this process probed before any private compile (e.g. a torch.compile earlier in
         # the notebook): probe once more as a fresh process would, into this compile's dir
         _compat.run_isa_probes_fresh(cache_dir)
         found = _isa_probe_files(_collect_files(cache_dir), sources)
-    _ISA_PROBES.update(found)
-    have = {rel for root, rel, _ in files if root == "inductor"}
-    extra = [("inductor", rel, data) for rel, data in _ISA_PROBES.items() if rel not in have]
-    return sorted(files + extra, key=lambda x: (x[0], x[1]))
-
-
-# Triton's CUDA driver helper library, kept from the first compile of this process that built
-# it: Triton builds it into the (private) cache once per process, so the artifacts of later
-# precompiles in the process would lack it, and a fresh process loading one of them on
-# Triton's path would build it (benchmarks/results/h200_round23/).
-_TRITON_HELPERS: dict[str, bytes] = {}
+    return _with_built_once(files, "inductor", found)
 
 
 def _with_triton_helpers(files: list[tuple[str, str, bytes]]) -> list[tuple[str, str, bytes]]:
-    """The artifact's files plus Triton's driver helper this process built (see above)."""
-    _TRITON_HELPERS.update({rel: data for root, rel, data in files
-                            if root == "triton" and _compat.is_triton_driver_helper(rel)})
-    have = {rel for root, rel, _ in files if root == "triton"}
-    extra = [("triton", rel, data) for rel, data in _TRITON_HELPERS.items() if rel not in have]
-    return sorted(files + extra, key=lambda x: (x[0], x[1])) if extra else files
+    """The artifact's files plus Triton's CUDA driver helper this process built."""
+    return _with_built_once(files, "triton", {rel: data for root, rel, data in files
+                                              if root == "triton"
+                                              and _compat.is_triton_driver_helper(rel)})
 
 
 def _lowering_error(c: Captured, e: Exception) -> PrecompileError:

@@ -1,8 +1,9 @@
 """Stage 2's memory: what an Inductor lowering made, kept between precompiles and processes
 and taken whole by a later precompile of the same graph (Note [a lowering made once]).
 
-    key = lowering_key(fgm, fake_inputs, convention, asked, tracing_mode)  # None: not kept
-    lowered = taken(key, convention, rewrites, t0) or <lower with Inductor>; keep(key, lowered)
+    entry = lowering_entry(fgm, fake_inputs, convention, asked, tracing_mode)  # None: not kept
+    lowered = taken(entry, convention, rewrites, t0) or <lower with Inductor>
+    keep(entry, lowered)
 """
 from __future__ import annotations
 
@@ -56,11 +57,13 @@ _SUFFIX = ".lowering"
 REUSED = "lowering_reused"  # Lowered.builds' key on an entry taken whole
 
 
-def lowering_key(fgm: Any, fake_inputs: Sequence[Any], convention: Any,
-                 asked: Sequence[Mapping[int, int]], tracing_mode: str) -> str | None:
-    """The entry's name for lowering `fgm` (Note [a lowering made once]), None where it has
-    none or the store is off. Call it before Inductor, which changes the graph it is given."""
-    if _compat.lowering_store_dir() is None:
+def lowering_entry(fgm: Any, fake_inputs: Sequence[Any], convention: Any,
+                   asked: Sequence[Mapping[int, int]], tracing_mode: str) -> str | None:
+    """The path of the store's entry for lowering `fgm` (Note [a lowering made once]), None
+    where it has none or the store is off. Call it before Inductor, which changes the graph
+    it is given."""
+    store = _compat.lowering_store_dir()
+    if store is None:
         return None
     graph = _compat.graph_and_setting_key(fgm, fake_inputs)
     if graph is None:
@@ -68,7 +71,12 @@ def lowering_key(fgm: Any, fake_inputs: Sequence[Any], convention: Any,
     switches = sorted((k, v) for k, v in os.environ.items() if k.startswith("PRECOMPILE_NB_"))
     text = "\n".join((graph, repr(convention), repr(list(asked)), tracing_mode,
                       repr(switches), _own_source()))
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return entry_path(store, hashlib.sha256(text.encode("utf-8")).hexdigest())
+
+
+def entry_path(store: str, key: str) -> str:
+    """Where the entry named `key` lives in `store`."""
+    return os.path.join(store, key[:2], key + _SUFFIX)
 
 
 @functools.cache
@@ -81,16 +89,10 @@ def _own_source() -> str:
     return h.hexdigest()
 
 
-def _entry_path(key: str) -> str | None:
-    store = _compat.lowering_store_dir()
-    return None if store is None else os.path.join(store, key[:2], key + _SUFFIX)
-
-
-def taken(key: str | None, convention: Any, rewrites: Mapping[str, tuple[str, ...]],
+def taken(path: str | None, convention: Any, rewrites: Mapping[str, tuple[str, ...]],
           t0: float) -> Lowered | None:
-    """The Lowered kept under `key`, with this precompile's convention and rewrites (equal to
+    """The Lowered kept in the entry at `path`, with this precompile's convention and rewrites (equal to
     the first's: they are in the key); None where there is none or it cannot be read."""
-    path = _entry_path(key) if key else None
     if path is None or not os.path.exists(path):
         return None
     try:
@@ -106,10 +108,9 @@ def taken(key: str | None, convention: Any, rewrites: Mapping[str, tuple[str, ..
                    seconds=time.perf_counter() - t0, builds={REUSED: 1}, **fields)
 
 
-def keep(key: str | None, lowered: Lowered) -> None:
-    """Keep what `lowered` made under `key` (nothing where key is None). A store that cannot
-    be written loses only the saving."""
-    path = _entry_path(key) if key else None
+def keep(path: str | None, lowered: Lowered) -> None:
+    """Keep what `lowered` made in the entry at `path` (nothing where it is None). A store
+    that cannot be written loses only the saving."""
     if path is None:
         return
     literal = _literal(lowered)

@@ -126,8 +126,9 @@ def test_a_record_that_would_not_read_back_the_same_is_not_kept(inductor_runs):
     m, x = _mlp(), torch.randn(5, 8)
     first = build(_step, m, x)
     odd = dataclasses.replace(first.lowered, launches={"k": {"x": float("inf")}})
-    lowerings.keep("0" * 64, odd)  # repr(inf) is no literal: nothing is kept
-    assert lowerings.taken("0" * 64, odd.convention, {}, 0.0) is None
+    entry = lowerings.entry_path(_compat.lowering_store_dir(), "0" * 64)
+    lowerings.keep(entry, odd)  # repr(inf) is no literal: nothing is kept
+    assert lowerings.taken(entry, odd.convention, {}, 0.0) is None
     assert not os.path.exists(os.path.join(_compat.lowering_store_dir(), "00"))
 
 

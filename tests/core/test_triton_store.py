@@ -285,7 +285,7 @@ def test_a_cuda_precompile_again_compiles_no_triton_kernel_here_or_in_a_new_proc
 def test_a_later_precompile_in_the_process_still_ships_tritons_driver_helper(monkeypatch):
     """Triton builds its CUDA driver helper once per process (h200_round23): the artifacts of
     later precompiles carry the one the first built."""
-    monkeypatch.setattr(lower_stage, "_TRITON_HELPERS", {})
+    monkeypatch.setitem(lower_stage._BUILT_ONCE, "triton", {})
     helper = ("triton", "H/cuda_utils.cpython-312-x86_64-linux-gnu.so", b"helper")
     kernel = ("triton", "K/triton_poi_fused_0.cubin", b"cubin")
     first = lower_stage._with_triton_helpers([helper, kernel])
