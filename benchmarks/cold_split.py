@@ -38,7 +38,9 @@ set-up while the capture runs] (PRECOMPILE_NB_TRITON_SETUP=0).
 precompile_nb compiles the Triton kernels that Inductor would compile one after another in
 the compiling process, while its compile workers start, on threads of that process (Note
 [kernels on threads while the workers start]); n.kernels_on_threads counts them. `nb+nothreads`
-compiles them as Inductor does (PRECOMPILE_NB_KERNEL_THREADS=0); `tc+threads` gives
+compiles them as Inductor does (PRECOMPILE_NB_KERNEL_THREADS=0); a kernel still waiting for a
+thread when the workers become ready goes to them (n.kernels_handed counts those), and
+`nb+nohandoff` keeps it on its thread (PRECOMPILE_NB_KERNEL_HANDOFF=0); `tc+threads` gives
 torch.compile the same (precompile_nb's kernels_on_threads around its compile and first call).
 
 `nb+aot` sends every graph through AOTAutograd's two traces, as before Note [one trace between
@@ -163,6 +165,7 @@ def _kt_marked(inline, patch):  # as they reach it, before the thread takes them
     return triton
 _kt._PATCH._wrap = _kt_marked
 _kt_sent = _kt.kernels_sent_to_threads()
+_kt_handed = getattr(_kt, "kernels_handed_to_workers", lambda: 0)()
 if {tool!r}.startswith("nb"):
     from precompile_nb.core import _compat  # lower looks these up on _compat at each call
     timed(_compat, "functionalize", "functionalize")
@@ -233,6 +236,7 @@ with ctx:
     if prof: prof.disable()
 total = time.perf_counter() - t0
 N["kernels_on_threads"] = _kt.kernels_sent_to_threads() - _kt_sent
+N["kernels_handed"] = getattr(_kt, "kernels_handed_to_workers", lambda: 0)() - _kt_handed
 STEADY = {{}}
 if {steady!r}:  # steady state: median of N calls of the compiled step, and of eager's
     def median_ms(f):
@@ -294,6 +298,8 @@ def run(case: str, tool: str, device: str, sources: str = "", steady: int = 0,
             env["PRECOMPILE_NB_STRAIGHT_TO_INDUCTOR"] = "0"  # and Inductor])
         if "+nothreads" in tool:  # kernels compiled as Inductor does (Note [kernels on
             env["PRECOMPILE_NB_KERNEL_THREADS"] = "0"  # threads while the workers start])
+        if "+nohandoff" in tool:  # a kernel sent to a thread stays there (Note [kernels on
+            env["PRECOMPILE_NB_KERNEL_HANDOFF"] = "0"  # threads while the workers start])
         if "+nosetup" in tool:  # Triton's set-up left to the lowering (Note [Triton's set-up
             env["PRECOMPILE_NB_TRITON_SETUP"] = "0"  # while the capture runs])
         if "+gcon" in tool:  # automatic collection left on during the build (Note [the

@@ -6,6 +6,7 @@ GPU, a fresh process's precompile sends kernels to threads and computes what eag
 the switch sends none."""
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import subprocess
@@ -51,7 +52,9 @@ def stand_ins(monkeypatch):
     monkeypatch.setattr(ac, "get_compile_threads", lambda: 4)
     monkeypatch.setattr(ac, "_load_triton_kernel_from_source",
                         lambda name, source: _Kernel(name, seen))
+    monkeypatch.setattr(ac.AsyncCompile, "_ready_future", None, raising=False)
     monkeypatch.delenv("PRECOMPILE_NB_KERNEL_THREADS", raising=False)
+    monkeypatch.delenv("PRECOMPILE_NB_KERNEL_HANDOFF", raising=False)
     return inline, seen
 
 
@@ -129,6 +132,92 @@ def test_kernels_no_thread_began_are_dropped_when_the_lowering_ends(stand_ins, m
     assert futures[-1].result() == f"kernel k{busy + 1}"
 
 
+class _Deferred:
+    """A thread pool whose jobs run when the test says (the queue behind busy threads)."""
+
+    def __init__(self) -> None:
+        self.jobs: list = []
+
+    def submit(self, fn, *args):
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        self.jobs.append((future, fn, args))
+        return future
+
+    def run(self) -> None:
+        for future, fn, args in self.jobs:
+            if future.set_running_or_notify_cancel():
+                future.set_result(fn(*args))
+
+
+@pytest.fixture
+def workers_become_ready(stand_ins, monkeypatch):
+    """Kernels wait for a thread until run(); the workers (a recorder) are ready from then."""
+    deferred, handed, ready = _Deferred(), [], [False]
+    monkeypatch.setattr(kernel_threads, "_threads", lambda count: deferred)
+    monkeypatch.setattr(ac.AsyncCompile, "use_process_pool", classmethod(lambda cls: ready[0]))
+    done: concurrent.futures.Future = concurrent.futures.Future()
+    done.set_result(None)
+    monkeypatch.setattr(ac.AsyncCompile, "_ready_future", done, raising=False)
+
+    class Workers:
+        fail = False
+
+        def submit(self, fn, *args):
+            handed.append((fn, args))
+            out: concurrent.futures.Future = concurrent.futures.Future()
+            if self.fail:
+                out.set_exception(RuntimeError("a worker's failure"))
+            else:
+                out.set_result(("pickled kernel", 0))
+            return out
+
+    workers = Workers()
+    monkeypatch.setattr(ac.AsyncCompile, "process_pool", staticmethod(lambda: workers))
+    monkeypatch.setenv("TRITON_CACHE_DIR", "/compile/triton")
+
+    def become_ready() -> None:
+        ready[0] = True
+        deferred.run()
+
+    return become_ready, handed, workers, stand_ins[1]
+
+
+def test_a_kernel_still_waiting_for_a_thread_goes_to_the_workers_once_they_are_ready(
+        workers_become_ready):
+    become_ready, handed, _, seen = workers_become_ready
+    before = kernel_threads.kernels_handed_to_workers()
+    with kernel_threads.kernels_on_threads():
+        future = ac.AsyncCompile().triton("k1", "source of k1", "cuda")
+        become_ready()
+        assert future.result() == "kernel k1"
+    ((job, (load, env, extra)),) = handed  # Inductor's own worker job, with the compile's dirs
+    assert job is ac._worker_compile_triton and load().name == "k1"
+    assert env["TRITON_CACHE_DIR"] == "/compile/triton" and "use_static_triton_launcher" in extra
+    assert [s[0] for s in seen] == ["inline"]  # not compiled on the thread; made in process
+    assert kernel_threads.kernels_handed_to_workers() == before + 1
+
+
+def test_a_workers_failure_is_reported_by_inductors_own_path(workers_become_ready):
+    become_ready, handed, workers, seen = workers_become_ready
+    workers.fail = True
+    with kernel_threads.kernels_on_threads():
+        future = ac.AsyncCompile().triton("bad", "source of bad", "cuda")
+        become_ready()
+        with pytest.raises(RuntimeError, match="Inductor's own error for bad"):
+            future.result()
+    assert len(handed) == 1 and [s[0] for s in seen] == ["inline"]
+
+
+def test_the_handoff_switch_keeps_the_kernel_on_its_thread(workers_become_ready, monkeypatch):
+    become_ready, handed, _, seen = workers_become_ready
+    monkeypatch.setenv("PRECOMPILE_NB_KERNEL_HANDOFF", "0")
+    with kernel_threads.kernels_on_threads():
+        future = ac.AsyncCompile().triton("k1", "source of k1", "cuda")
+        become_ready()
+        assert future.result() == "kernel k1"
+    assert handed == [] and [s[0] for s in seen] == ["warm", "inline"]
+
+
 def test_kernels_go_to_inductor_as_before_outside_the_lowering_off_cuda_and_when_switched_off(
         stand_ins, monkeypatch):
     _, seen = stand_ins
@@ -186,10 +275,19 @@ def test_the_report_says_how_many_kernels_a_precompile_sent_to_threads(monkeypat
 
 
 _CHILD = CUDA_MLP_SCRIPT + r"""
+import os
 from precompile_nb.core import _compat
+from precompile_nb.core._compat import kernel_threads
+if os.environ.get("TEST_THREADS_WAIT_FOR_WORKERS"):  # every kernel waits in the thread queue
+    take = kernel_threads._into_triton_cache  # until the workers are ready
+    def after_the_workers(ac, cls, *rest):
+        cls._ready_future.result(timeout=300)
+        return take(ac, cls, *rest)
+    kernel_threads._into_triton_cache = after_the_workers
 code, cache = precompile(fn, m, x)
 same = torch.allclose(precompile.load(code, cache)(m, x2), fn(m, x2), atol=1e-4, rtol=1e-4)
-print(json.dumps({"sent": _compat.kernels_sent_to_threads(), "same": bool(same)}))
+print(json.dumps({"sent": _compat.kernels_sent_to_threads(), "same": bool(same),
+                  "handed": kernel_threads.kernels_handed_to_workers()}))
 """
 
 
@@ -212,5 +310,12 @@ def test_a_cuda_precompile_compiles_kernels_on_threads_and_computes_what_eager_d
 
 
 @pytest.mark.cuda
+def test_kernels_waiting_for_a_thread_are_compiled_by_the_workers_once_ready(tmp_path):
+    got = _run(tmp_path, {"TEST_THREADS_WAIT_FOR_WORKERS": "1"})
+    assert got["same"] is True and got["sent"] > 0 and got["handed"] == got["sent"], got
+
+
+@pytest.mark.cuda
 def test_the_switch_compiles_those_kernels_as_inductor_does(tmp_path):
-    assert _run(tmp_path, {"PRECOMPILE_NB_KERNEL_THREADS": "0"}) == {"sent": 0, "same": True}
+    assert _run(tmp_path, {"PRECOMPILE_NB_KERNEL_THREADS": "0"}) == {"sent": 0, "same": True,
+                                                                    "handed": 0}

@@ -39,7 +39,13 @@ from .scoped_patch import ScopedPatch, switched_off
 #   as it always does. When the lowering ends, the kernels no thread has begun are dropped (a
 #   failed lowering waits for none of them; one that a thread is compiling may still land in
 #   the Triton cache current when it ends, a correct entry keyed by its content, as any
-#   compile of it would write). Once the workers are ready, kernels go to them as before.
+#   compile of it would write). Once the workers are ready, kernels go to them as before,
+#   and so does a kernel still waiting for a thread: the thread that takes it hands it to
+#   them (the job Inductor would send, which compiles it into the same Triton cache) and the
+#   future waits for that job instead. Threads share the interpreter, the workers do not: on
+#   the H200, ELECTRA's training step sent all 39 kernels to 8 threads in the 0.4 s before
+#   the workers were ready, and its wait for them was 4.3 s against torch.compile's 4.0 s
+#   (benchmarks/results/h200_round23). PRECOMPILE_NB_KERNEL_HANDOFF=0 keeps them on threads.
 #   Nothing changes where Inductor compiles in one thread anyway (compile_threads <= 1: its
 #   wait would not resolve futures), off CUDA, under TRITON_INTERPRET=1, or for a kernel
 #   Inductor already has; and only on a thread inside precompile's lowering (a torch.compile
@@ -53,6 +59,7 @@ from .scoped_patch import ScopedPatch, switched_off
 _NAMES = ("_load_triton_kernel_from_source", "CompiledTritonKernels", "CodeCacheFuture",
           "LambdaFuture", "get_compile_threads")
 _SENT = [0]  # kernels this process sent to threads
+_HANDED = [0]  # of those, the ones a thread handed to the workers
 _RESOLVING = threading.local()  # .on while this thread resolves a kernel compiled on a thread
 _JOBS = threading.local()  # .jobs: the kernels this thread's lowering sent to threads
 _POOL: list[concurrent.futures.ThreadPoolExecutor] = []
@@ -87,8 +94,13 @@ def kernels_on_threads(gpu: bool = True) -> Iterator[None]:
 
 
 def kernels_sent_to_threads() -> int:
-    """How many Triton kernels this process has compiled on threads so far."""
+    """How many Triton kernels this process has sent to threads so far."""
     return _SENT[0]
+
+
+def kernels_handed_to_workers() -> int:
+    """How many of those a thread handed to the compile workers, ready by then."""
+    return _HANDED[0]
 
 
 def _threads(count: int) -> concurrent.futures.ThreadPoolExecutor:
@@ -99,13 +111,56 @@ def _threads(count: int) -> concurrent.futures.ThreadPoolExecutor:
         return _POOL[0]
 
 
-def _into_triton_cache(ac: Any, kernel_name: str, source_code: str) -> None:
+def _into_triton_cache(ac: Any, cls: Any, kernel_name: str, source_code: str,
+                       env: dict[str, str]) -> Any:
+    """A thread's job: the kernel compiled into Triton's cache here, or where the workers
+    became ready while it waited for a thread, handed to them (their future, returned)."""
     try:
+        handed = _to_workers(ac, cls, kernel_name, source_code, env)
+        if handed is not None:
+            return handed
         getattr(ac, "_set_triton_ptxas_path", lambda: None)()
         ac._load_triton_kernel_from_source(kernel_name, source_code).precompile(
             warm_cache_only=True)
     except Exception:  # noqa: BLE001 - Inductor's own path meets it again and reports it
         pass
+    return None
+
+
+def _to_workers(ac: Any, cls: Any, kernel_name: str, source_code: str,
+                env: dict[str, str]) -> Any:
+    """The workers' future for compiling the kernel into Triton's cache (the job Inductor
+    hands them, 2.11-2.15's _worker_compile_triton), None where they are not ready, work on
+    threads of their own (2.15's thread workers) or the job is of another shape."""
+    ready = getattr(cls, "_ready_future", None)
+    if (ready is None or not ready.done() or not cls.use_process_pool()
+            or switched_off("PRECOMPILE_NB_KERNEL_HANDOFF") or not _worker_job_known(ac)
+            or getattr(cls, "should_use_thread_workers", lambda: False)()):
+        return None
+    import torch._inductor.config as config
+
+    load = functools.partial(ac._load_triton_kernel_from_source, kernel_name, source_code)
+    extra = {"use_static_triton_launcher": config.use_static_triton_launcher}
+    _HANDED[0] += 1
+    return cls.process_pool().submit(ac._worker_compile_triton, load, env, extra)
+
+
+@functools.cache
+def _worker_job_known(ac: Any) -> bool:
+    import inspect
+
+    try:
+        names = tuple(inspect.signature(ac._worker_compile_triton).parameters)
+    except (AttributeError, TypeError, ValueError):
+        return False
+    return names == ("load_kernel", "extra_env", "extra_config")
+
+
+def _workers_env(ac: Any) -> dict[str, str]:
+    """What Inductor sends a worker with each kernel: the compile's cache dirs (2.11-2.15)."""
+    getattr(ac, "_set_triton_libdevice_path", lambda: None)()
+    return {v: os.environ[v] for v in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR",
+                                       "TRITON_LIBDEVICE_PATH") if v in os.environ}
 
 
 def _on_threads(inline: Any, patch: ScopedPatch) -> Any:
@@ -118,14 +173,17 @@ def _on_threads(inline: Any, patch: ScopedPatch) -> Any:
                 or type(self).use_process_pool()
                 or ac.CompiledTritonKernels.get(source_code) is not None):
             return inline(self, kernel_name, source_code, device_str)
-        job = _threads(ac.get_compile_threads()).submit(_into_triton_cache, ac, kernel_name,
-                                                        source_code)
+        job = _threads(ac.get_compile_threads()).submit(
+            _into_triton_cache, ac, type(self), kernel_name, source_code, _workers_env(ac))
         _JOBS.jobs.append(job)
         _SENT[0] += 1
 
         def result() -> Any:
             try:
-                job.result()
+                handed = job.result()
+                if handed is not None:  # with the workers: Inductor's own path meets a
+                    with contextlib.suppress(Exception):  # failure there again, here
+                        handed.result()
             except concurrent.futures.CancelledError:  # the lowering ended first: Inductor's
                 pass  # own path compiles it now
             _RESOLVING.on = True  # Inductor's in-process path, whether or not the workers
