@@ -91,8 +91,9 @@ def _own_source() -> str:
 
 def taken(path: str | None, convention: Any, rewrites: Mapping[str, tuple[str, ...]],
           t0: float) -> Lowered | None:
-    """The Lowered kept in the entry at `path`, with this precompile's convention and rewrites (equal to
-    the first's: they are in the key); None where there is none or it cannot be read."""
+    """The Lowered kept in the entry at `path`, with this precompile's convention and
+    rewrites (equal to the first's: they are in the key); None where there is none or it
+    cannot be read."""
     if path is None or not os.path.exists(path):
         return None
     try:

@@ -45,7 +45,12 @@ from .scoped_patch import ScopedPatch, switched_off
 #   future waits for that job instead. Threads share the interpreter, the workers do not: on
 #   the H200, ELECTRA's training step sent all 39 kernels to 8 threads in the 0.4 s before
 #   the workers were ready, and its wait for them was 4.3 s against torch.compile's 4.0 s
-#   (benchmarks/results/h200_round23). PRECOMPILE_NB_KERNEL_HANDOFF=0 keeps them on threads.
+#   (benchmarks/results/h200_round23). A CUDA test that holds every kernel until the workers
+#   are ready saw each one handed over and the result eager's (H200, torch 2.11); in the
+#   zoo rows of benchmarks/results/h200_round24 none was handed (ELECTRA's workers were
+#   ready at its first kernel, OPT's threads had taken all 39 kernels before the workers
+#   were): the hand-over covers the case between. PRECOMPILE_NB_KERNEL_HANDOFF=0 keeps them
+#   on threads.
 #   Nothing changes where Inductor compiles in one thread anyway (compile_threads <= 1: its
 #   wait would not resolve futures), off CUDA, under TRITON_INTERPRET=1, or for a kernel
 #   Inductor already has; and only on a thread inside precompile's lowering (a torch.compile
@@ -141,8 +146,9 @@ def _to_workers(ac: Any, cls: Any, kernel_name: str, source_code: str,
 
     load = functools.partial(ac._load_triton_kernel_from_source, kernel_name, source_code)
     extra = {"use_static_triton_launcher": config.use_static_triton_launcher}
+    handed = cls.process_pool().submit(ac._worker_compile_triton, load, env, extra)
     _HANDED[0] += 1
-    return cls.process_pool().submit(ac._worker_compile_triton, load, env, extra)
+    return handed
 
 
 @functools.cache
