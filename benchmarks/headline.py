@@ -138,7 +138,13 @@ def gpu_rows() -> list[tuple[str, str, str]]:
                                                        ("opt",)),
                                           zoo_cold_row("23, call 6", _R23 + "cold_zoo_call6.json",
                                                        ("gpt2", "timm_deit", "opt", "electra",
-                                                        "distilbert"))]
+                                                        "distilbert")),
+                                          zoo_cold_row("24, call 1",
+                                                       _R24 + "cold_handoff_call1.json",
+                                                       ("electra", "opt")),
+                                          zoo_cold_row("24, call 1, the hand-over off",
+                                                       _R24 + "cold_handoff_call1.json",
+                                                       ("electra", "opt"), "nb+nohandoff")]
 
 
 _R15 = "benchmarks/results/h200_round15/cold_call1.json"
@@ -151,6 +157,7 @@ _ZOO_R19 = ("albert", "electra", "opt", "hf_deit", "phi", "roberta", "bart")
 _R20 = "benchmarks/results/h200_round20/"  # round 19's changes on a GPU; the pool's start
 _R21 = "benchmarks/results/h200_round21/"  # Note [kernels on threads while the workers start]
 _R23 = "benchmarks/results/h200_round23/"  # round 21's fix of the threads, five steps in a call
+_R24 = "benchmarks/results/h200_round24/"  # the kernel hand-over to the workers
 _THREADS_EXPERIMENT = ("precompile with the kernels met before the compile workers are ready "
                        "compiled on threads (the benchmark-side experiment that preceded Note "
                        "[kernels on threads while the workers start])")
