@@ -110,8 +110,9 @@ class Lowered:
     # kernel builds at precompile: C++ {"reused": kept from an earlier precompile, "built":
     # the compiler ran} (Note [C++ kernels built once], core/_compat/kernel_store.py), and
     # Triton {"triton_reused": kept from an earlier precompile, "triton_compiled": the others}
-    # (Note [Triton kernels compiled once]) and {"on_threads": compiled on threads of this
-    # process while Inductor's compile workers started} (Note [kernels on threads while the
+    # (Note [Triton kernels compiled once]) and {"on_threads": sent to threads of this
+    # process while Inductor's compile workers started, "handed_to_workers": of those, the
+    # ones a thread handed to the workers, ready by then} (Note [kernels on threads while the
     # workers start])
     builds: Mapping[str, int] = field(default_factory=dict)
     # what precompile rewrote in the graph before Inductor saw it: the rewrite's name ->

@@ -157,8 +157,11 @@ def _kernel_builds(b: dict[str, Any] | None) -> str:
         out += (f'<p class="pcnb-muted">Triton kernels: {esc(b.get("triton_reused", 0))} taken '
                 f'from earlier precompiles, {esc(b.get("triton_compiled", 0))} compiled</p>')
     if b.get("on_threads"):
-        out += (f'<p class="pcnb-muted">Triton kernels: {esc(b["on_threads"])} compiled on '
-                "threads of this process while Inductor's compile workers started</p>")
+        handed = int(b.get("handed_to_workers", 0))
+        out += (f'<p class="pcnb-muted">Triton kernels: {esc(int(b["on_threads"]) - handed)} '
+                "compiled on threads of this process while Inductor's compile workers started"
+                + (f", {esc(handed)} handed to the workers once they were ready" if handed
+                   else "") + "</p>")
     return out
 
 

@@ -253,25 +253,29 @@ def test_a_cpu_precompile_leaves_inductors_async_compile_alone(monkeypatch):
 
 
 def test_the_report_says_how_many_kernels_a_precompile_sent_to_threads(monkeypatch):
-    """The count reaches the artifact's lowering record and the report's data (a stand-in
-    count: on a CPU graph no Triton kernel is compiled)."""
+    """The counts (sent, and handed to the workers) reach the artifact's lowering record and
+    the report's data (stand-in counts: on a CPU graph no Triton kernel is compiled)."""
     from precompile_nb.core import _compat, build
     from precompile_nb.core import lower as lower_stage
     from precompile_nb.tools.report import report_data
 
-    sent = [0]
+    sent, handed = [0], [0]
     compile_ = lower_stage._compile
 
     def compile_sending_three(*a, **k):
         out = compile_(*a, **k)
         sent[0] += 3
+        handed[0] += 1  # one of them handed to the workers
         return out
 
     monkeypatch.setattr(lower_stage, "_compile", compile_sending_three)
     monkeypatch.setattr(_compat, "kernels_sent_to_threads", lambda: sent[0])
+    monkeypatch.setattr(_compat, "kernels_handed_to_workers", lambda: handed[0])
     art = build(lambda x: (x * 2).sin(), torch.randn(8))
     assert art.lowered.builds["on_threads"] == 3
-    assert report_data(art)["kernel_builds"]["on_threads"] == 3
+    assert art.lowered.builds["handed_to_workers"] == 1
+    builds = report_data(art)["kernel_builds"]
+    assert builds["on_threads"] == 3 and builds["handed_to_workers"] == 1
 
 
 _CHILD = CUDA_MLP_SCRIPT + r"""

@@ -402,6 +402,15 @@ def test_summary_says_how_many_triton_kernels_compiled_on_threads(report_inducto
     assert ("Triton kernels: 39 compiled on threads of this process while Inductor's compile "
             "workers started") in text
     assert "C++ builds" not in text  # no C++ build in a graph of Triton kernels only
+    assert "handed to the workers" not in text
+
+
+def test_summary_says_how_many_kernels_sent_to_threads_went_to_the_workers(report_inductor):
+    data = with_changes(report_inductor, kernel_builds={"on_threads": 39,
+                                                        "handed_to_workers": 12})
+    text = re.sub(r"<[^>]+>", "", html.unescape(panel(render_report_html(data), "summary")))
+    assert ("Triton kernels: 27 compiled on threads of this process while Inductor's compile "
+            "workers started, 12 handed to the workers once they were ready") in text
 
 
 def test_summary_says_when_the_whole_lowering_came_from_an_earlier_precompile(report_inductor):
