@@ -160,9 +160,11 @@ def workers_become_ready(stand_ins, monkeypatch):
     monkeypatch.setattr(ac.AsyncCompile, "_ready_future", done, raising=False)
 
     class Workers:
-        fail = False
+        fail = refuse = False
 
         def submit(self, fn, *args):
+            if self.refuse:
+                raise RuntimeError("the pool is broken")
             handed.append((fn, args))
             out: concurrent.futures.Future = concurrent.futures.Future()
             if self.fail:
@@ -206,6 +208,16 @@ def test_a_workers_failure_is_reported_by_inductors_own_path(workers_become_read
         with pytest.raises(RuntimeError, match="Inductor's own error for bad"):
             future.result()
     assert len(handed) == 1 and [s[0] for s in seen] == ["inline"]
+
+
+def test_a_kernel_the_workers_refuse_is_compiled_on_its_thread(workers_become_ready):
+    become_ready, handed, workers, seen = workers_become_ready
+    workers.refuse = True
+    with kernel_threads.kernels_on_threads():
+        future = ac.AsyncCompile().triton("k1", "source of k1", "cuda")
+        become_ready()
+        assert future.result() == "kernel k1"
+    assert handed == [] and [s[0] for s in seen] == ["warm", "inline"]
 
 
 def test_the_handoff_switch_keeps_the_kernel_on_its_thread(workers_become_ready, monkeypatch):

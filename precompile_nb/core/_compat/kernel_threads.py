@@ -122,8 +122,11 @@ def _into_triton_cache(ac: Any, cls: Any, kernel_name: str, source_code: str,
     became ready while it waited for a thread, handed to them (their future, returned)."""
     try:
         handed = _to_workers(ac, cls, kernel_name, source_code, env)
-        if handed is not None:
-            return handed
+    except Exception:  # noqa: BLE001 - the workers refused it: compiled here instead
+        handed = None
+    if handed is not None:
+        return handed
+    try:
         getattr(ac, "_set_triton_ptxas_path", lambda: None)()
         ac._load_triton_kernel_from_source(kernel_name, source_code).precompile(
             warm_cache_only=True)
