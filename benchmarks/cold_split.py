@@ -164,8 +164,7 @@ def _kt_marked(inline, patch):  # as they reach it, before the thread takes them
         return threaded(self, *a, **k)
     return triton
 _kt._PATCH._wrap = _kt_marked
-_kt_sent = _kt.kernels_sent_to_threads()
-_kt_handed = getattr(_kt, "kernels_handed_to_workers", lambda: 0)()
+_kt_before = _kt.kernel_thread_counts()
 if {tool!r}.startswith("nb"):
     from precompile_nb.core import _compat  # lower looks these up on _compat at each call
     timed(_compat, "functionalize", "functionalize")
@@ -235,8 +234,9 @@ with ctx:
         code, stages = "", {{}}
     if prof: prof.disable()
 total = time.perf_counter() - t0
-N["kernels_on_threads"] = _kt.kernels_sent_to_threads() - _kt_sent
-N["kernels_handed"] = getattr(_kt, "kernels_handed_to_workers", lambda: 0)() - _kt_handed
+_kt_after = _kt.kernel_thread_counts()
+N["kernels_on_threads"] = _kt_after["on_threads"] - _kt_before["on_threads"]
+N["kernels_handed"] = _kt_after["handed_to_workers"] - _kt_before["handed_to_workers"]
 STEADY = {{}}
 if {steady!r}:  # steady state: median of N calls of the compiled step, and of eager's
     def median_ms(f):

@@ -242,17 +242,12 @@ def _by_inductor(c: Captured, fgm: torch.fx.GraphModule, fake_inputs: list, may_
     with _compat.private_compile_cache() as cache_dir, _compat.reusing_built_kernels(
             store, cache_dir) as builds, (
             _compat.recording_triton_launchers() if cuda else contextlib.nullcontext()):
-        before = _compat.kernels_sent_to_threads()  # builds are one at a time (GLOBAL_LOCK)
-        handed_before = _compat.kernels_handed_to_workers()
+        before = _compat.kernel_thread_counts()  # builds are one at a time (GLOBAL_LOCK)
         with _compat.keeping_triton_kernels(triton_store) as kept:
             source, kernels, compiled, split = _compile(c, fgm, fake_inputs, cuda, may_assume)
         builds.update(kept)
-        sent = _compat.kernels_sent_to_threads() - before
-        if sent:  # Note [kernels on threads while the workers start]
-            builds["on_threads"] = sent
-        handed = _compat.kernels_handed_to_workers() - handed_before
-        if handed:
-            builds["handed_to_workers"] = handed
+        builds.update({k: n - before[k] for k, n in _compat.kernel_thread_counts().items()
+                       if n > before[k]})  # Note [kernels on threads while the workers start]
         kernel_vars = warm.triton_kernel_vars(source) if cuda else []
         tuning = None
         if cuda and _autotune_at_precompile(c, fgm):

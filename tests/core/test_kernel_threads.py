@@ -61,11 +61,11 @@ def stand_ins(monkeypatch):
 def test_a_kernel_compiles_on_a_thread_and_inductor_makes_it_on_the_compiling_thread(
         stand_ins):
     inline, seen = stand_ins
-    before = kernel_threads.kernels_sent_to_threads()
+    before = kernel_threads.kernel_thread_counts()["on_threads"]
     with kernel_threads.kernels_on_threads():
         future = ac.AsyncCompile().triton("k1", "source of k1", "cuda")
         assert isinstance(future, ac.CodeCacheFuture)
-        assert kernel_threads.kernels_sent_to_threads() == before + 1
+        assert kernel_threads.kernel_thread_counts()["on_threads"] == before + 1
         assert future.result() == "kernel k1"
     warm, made = seen
     assert warm[0] == "warm" and warm[1] == "k1" and warm[3] is True
@@ -187,7 +187,7 @@ def workers_become_ready(stand_ins, monkeypatch):
 def test_a_kernel_still_waiting_for_a_thread_goes_to_the_workers_once_they_are_ready(
         workers_become_ready):
     become_ready, handed, _, seen = workers_become_ready
-    before = kernel_threads.kernels_handed_to_workers()
+    before = kernel_threads.kernel_thread_counts()["handed_to_workers"]
     with kernel_threads.kernels_on_threads():
         future = ac.AsyncCompile().triton("k1", "source of k1", "cuda")
         become_ready()
@@ -196,7 +196,7 @@ def test_a_kernel_still_waiting_for_a_thread_goes_to_the_workers_once_they_are_r
     assert job is ac._worker_compile_triton and load().name == "k1"
     assert env["TRITON_CACHE_DIR"] == "/compile/triton" and "use_static_triton_launcher" in extra
     assert [s[0] for s in seen] == ["inline"]  # not compiled on the thread; made in process
-    assert kernel_threads.kernels_handed_to_workers() == before + 1
+    assert kernel_threads.kernel_thread_counts()["handed_to_workers"] == before + 1
 
 
 def test_a_workers_failure_is_reported_by_inductors_own_path(workers_become_ready):
@@ -210,19 +210,13 @@ def test_a_workers_failure_is_reported_by_inductors_own_path(workers_become_read
     assert len(handed) == 1 and [s[0] for s in seen] == ["inline"]
 
 
-def test_a_kernel_the_workers_refuse_is_compiled_on_its_thread(workers_become_ready):
+@pytest.mark.parametrize("why", ["the workers refuse it", "the hand-over is switched off"])
+def test_the_kernel_is_compiled_on_its_thread_when(why, workers_become_ready, monkeypatch):
     become_ready, handed, workers, seen = workers_become_ready
-    workers.refuse = True
-    with kernel_threads.kernels_on_threads():
-        future = ac.AsyncCompile().triton("k1", "source of k1", "cuda")
-        become_ready()
-        assert future.result() == "kernel k1"
-    assert handed == [] and [s[0] for s in seen] == ["warm", "inline"]
-
-
-def test_the_handoff_switch_keeps_the_kernel_on_its_thread(workers_become_ready, monkeypatch):
-    become_ready, handed, _, seen = workers_become_ready
-    monkeypatch.setenv("PRECOMPILE_NB_KERNEL_HANDOFF", "0")
+    if why == "the workers refuse it":
+        workers.refuse = True  # their pool's submit raises
+    else:
+        monkeypatch.setenv("PRECOMPILE_NB_KERNEL_HANDOFF", "0")
     with kernel_threads.kernels_on_threads():
         future = ac.AsyncCompile().triton("k1", "source of k1", "cuda")
         become_ready()
@@ -281,8 +275,8 @@ def test_the_report_says_how_many_kernels_a_precompile_sent_to_threads(monkeypat
         return out
 
     monkeypatch.setattr(lower_stage, "_compile", compile_sending_three)
-    monkeypatch.setattr(_compat, "kernels_sent_to_threads", lambda: sent[0])
-    monkeypatch.setattr(_compat, "kernels_handed_to_workers", lambda: handed[0])
+    monkeypatch.setattr(_compat, "kernel_thread_counts", lambda: {
+        "on_threads": sent[0], "handed_to_workers": handed[0]})
     art = build(lambda x: (x * 2).sin(), torch.randn(8))
     assert art.lowered.builds["on_threads"] == 3
     assert art.lowered.builds["handed_to_workers"] == 1
@@ -292,7 +286,6 @@ def test_the_report_says_how_many_kernels_a_precompile_sent_to_threads(monkeypat
 
 _CHILD = CUDA_MLP_SCRIPT + r"""
 import os
-from precompile_nb.core import _compat
 from precompile_nb.core._compat import kernel_threads
 if os.environ.get("TEST_THREADS_WAIT_FOR_WORKERS"):  # every kernel waits in the thread queue
     take = kernel_threads._into_triton_cache  # until the workers are ready
@@ -302,8 +295,9 @@ if os.environ.get("TEST_THREADS_WAIT_FOR_WORKERS"):  # every kernel waits in the
     kernel_threads._into_triton_cache = after_the_workers
 code, cache = precompile(fn, m, x)
 same = torch.allclose(precompile.load(code, cache)(m, x2), fn(m, x2), atol=1e-4, rtol=1e-4)
-print(json.dumps({"sent": _compat.kernels_sent_to_threads(), "same": bool(same),
-                  "handed": kernel_threads.kernels_handed_to_workers()}))
+counts = kernel_threads.kernel_thread_counts()
+print(json.dumps({"sent": counts["on_threads"], "same": bool(same),
+                  "handed": counts["handed_to_workers"]}))
 """
 
 

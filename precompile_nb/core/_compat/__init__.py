@@ -73,10 +73,7 @@ from .inductor import (  # noqa: F401 - the door re-exports
     triton_launch_records,
 )
 from .compile_pool import start_compile_workers, start_triton_setup  # noqa: F401
-from .kernel_threads import (  # noqa: F401 - the door re-exports
-    kernels_handed_to_workers,
-    kernels_sent_to_threads,
-)
+from .kernel_threads import kernel_thread_counts  # noqa: F401 - the door re-exports
 from .kernel_store import kernel_store_dir, reusing_built_kernels  # noqa: F401 - re-exports
 from .triton_store import keeping_triton_kernels, triton_store_dir  # noqa: F401 - re-exports
 from .pieces import (  # noqa: F401 - the door re-exports

@@ -63,8 +63,9 @@ from .scoped_patch import ScopedPatch, switched_off
 #   PRECOMPILE_NB_KERNEL_THREADS=0 (or off, false, no) compiles those kernels as Inductor does.
 _NAMES = ("_load_triton_kernel_from_source", "CompiledTritonKernels", "CodeCacheFuture",
           "LambdaFuture", "get_compile_threads")
-_SENT = [0]  # kernels this process sent to threads
-_HANDED = [0]  # of those, the ones a thread handed to the workers
+# kernels this process sent to threads, and of those the ones a thread handed to the workers
+# (the names are Lowered.builds' keys)
+_COUNTS = {"on_threads": 0, "handed_to_workers": 0}
 _RESOLVING = threading.local()  # .on while this thread resolves a kernel compiled on a thread
 _JOBS = threading.local()  # .jobs: the kernels this thread's lowering sent to threads
 _POOL: list[concurrent.futures.ThreadPoolExecutor] = []
@@ -98,14 +99,11 @@ def kernels_on_threads(gpu: bool = True) -> Iterator[None]:
         _JOBS.jobs = outer
 
 
-def kernels_sent_to_threads() -> int:
-    """How many Triton kernels this process has sent to threads so far."""
-    return _SENT[0]
-
-
-def kernels_handed_to_workers() -> int:
-    """How many of those a thread handed to the compile workers, ready by then."""
-    return _HANDED[0]
+def kernel_thread_counts() -> dict[str, int]:
+    """How many Triton kernels this process has sent to threads so far ("on_threads"), and
+    how many of those a thread handed to the compile workers, ready by then
+    ("handed_to_workers"): Lowered.builds' keys (a lowering records what it added)."""
+    return dict(_COUNTS)
 
 
 def _threads(count: int) -> concurrent.futures.ThreadPoolExecutor:
@@ -150,7 +148,7 @@ def _to_workers(ac: Any, cls: Any, kernel_name: str, source_code: str,
     load = functools.partial(ac._load_triton_kernel_from_source, kernel_name, source_code)
     extra = {"use_static_triton_launcher": config.use_static_triton_launcher}
     handed = cls.process_pool().submit(ac._worker_compile_triton, load, env, extra)
-    _HANDED[0] += 1
+    _COUNTS["handed_to_workers"] += 1
     return handed
 
 
@@ -185,7 +183,7 @@ def _on_threads(inline: Any, patch: ScopedPatch) -> Any:
         job = _threads(ac.get_compile_threads()).submit(
             _into_triton_cache, ac, type(self), kernel_name, source_code, _workers_env(ac))
         _JOBS.jobs.append(job)
-        _SENT[0] += 1
+        _COUNTS["on_threads"] += 1
 
         def result() -> Any:
             try:
