@@ -179,8 +179,8 @@ if {tool!r}.startswith("nb"):
             finally:
                 NOW_PROF.disable()
         _compat.autotune_now = _now_profiled
-    from precompile_nb.core._compat import inductor as _inductor  # its one decomposing trace
-    timed(_inductor, "decomposed", "decompose")  # (Note [one trace between capture and ...])
+    from precompile_nb.core._compat import straight_to_inductor as _sti  # the one decomposing
+    timed(_sti, "decomposed", "decompose")  # trace (Note [one trace between capture and ...])
 if {tool!r}.startswith("nb"):  # the import jobs handed to the workers, or none (+coldworkers)
     from precompile_nb.core._compat import compile_pool as _pool
     if "+coldworkers" in {tool!r}:

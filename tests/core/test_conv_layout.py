@@ -294,10 +294,10 @@ def test_depthwise_convolutions_run_in_nchw_where_the_rule_acts_and_the_step_is_
     convolution, forward and backward, reads NCHW while the 1x1 ones keep channels_last, and
     the gradients are eager's. PRECOMPILE_NB_DEPTHWISE_NCHW=0, or channels_last forced by
     the user, gives every convolution channels_last."""
-    from precompile_nb.core._compat import conv_layout, inductor
+    from precompile_nb.core._compat import conv_layout
 
     monkeypatch.setattr(conv_layout, "_NCHW_DEVICES", ("cpu", "cuda"))
-    monkeypatch.setattr(inductor, "keeps_eager_layout", lambda gm, inputs: False)
+    monkeypatch.setattr(conv_layout, "keeps_eager_layout", lambda gm, inputs: False)
     assert_depthwise_nchw_and_the_rest_channels_last(depthwise_layouts_and_eagers_grads("cpu"))
     rows = depthwise_layouts_and_eagers_grads("cpu", force=True)
     assert {nchw for _, _, nchw in rows} == {False}, rows
@@ -311,10 +311,10 @@ def test_the_nchw_rule_takes_depthwise_kernels_up_to_7x7_and_leaves_9x9_to_chann
     """The rule acts on the depthwise kernel sizes it was measured on (up to ConvNeXt's 7x7);
     a 9x9 one keeps Inductor's channels_last."""
     from precompile_nb import precompile
-    from precompile_nb.core._compat import conv_layout, inductor
+    from precompile_nb.core._compat import conv_layout
 
     monkeypatch.setattr(conv_layout, "_NCHW_DEVICES", ("cpu", "cuda"))
-    monkeypatch.setattr(inductor, "keeps_eager_layout", lambda gm, inputs: False)
+    monkeypatch.setattr(conv_layout, "keeps_eager_layout", lambda gm, inputs: False)
     for k, nchw in ((7, True), (9, False)):
         torch.manual_seed(0)
         m = nn.Sequential(nn.Conv2d(8, 8, 1), nn.Conv2d(8, 8, k, padding=k // 2, groups=8))

@@ -27,7 +27,15 @@ HEAVY = ("torch._inductor", "torch._inductor.codecache", "torch._inductor.compil
          "torch._inductor.select_algorithm", "torch._inductor.async_compile", "torch._dynamo",
          "sympy", "networkx", "triton",
          # nor what only a notebook needs (imported lazily by the package)
-         "IPython", "ipywidgets", "precompile_nb.viewers", "precompile_nb.magics")
+         "IPython", "ipywidgets", "precompile_nb.viewers", "precompile_nb.magics",
+         # nor precompile_nb's own stages and lowering modules (Note [a load imports no
+         # stage]: they cost a tiny MLP's load 12.8 ms of 67 when they came with the door)
+         "precompile_nb.core.capture", "precompile_nb.core.lower",
+         "precompile_nb.core.lowerings", "precompile_nb.core.tuning",
+         *(f"precompile_nb.core._compat.{m}" for m in (
+             "autotune", "compile_pool", "conv_layout", "cpp_runs", "isa_probes",
+             "kernel_store", "kernel_threads", "lowering_key", "pieces",
+             "straight_to_inductor", "tracing", "triton_store")))
 
 # Run in a fresh interpreter: count every child process (subprocess, spawn, fork) from before
 # load, load the pair with its cache, call it once, report. {dir} holds art.py, art.cache and

@@ -29,11 +29,10 @@ of its modules holds it:
   batch_norm.py  BatchNorm's hidden writes of its statistics, said before functionalizing
   realdata.py  data guards: fake tensors with real values, the decisions taken from them
   answers.py   what torch's compiler flags answer on the tracing thread while capture traces
-warm, inductor (with straight_to_inductor), conv_layout, cpp_runs, isa_probes, scoped_patch,
-compile_pool, kernel_threads, kernel_store, triton_store, autotune and pieces are imported with
-the door (a load runs on them; none imports the compiler at import); tracing (with stack_frames,
-batch_norm), conv_as_mm, parallel, realdata, answers and lowering_key at the first use of one of
-their names (`_LAZY`).
+warm, inductor and scoped_patch are imported with the door (a load runs on them; none imports
+the compiler at import); every other module at the first use of one of its names (`_LAZY`), or
+for inductor.py's lowering, at its first lowering: a load imports none of them (12.8 ms of a
+tiny MLP's 67 ms load on the 2-core development machine when they came with the door).
 """
 from __future__ import annotations
 
@@ -43,17 +42,6 @@ from typing import Any
 
 import torch
 
-from .autotune import (  # noqa: F401 - the door re-exports
-    SizeChoice,
-    autotune_now,
-    tuning_at_sizes,
-)
-from .conv_layout import (  # noqa: F401 - the door re-exports
-    backward_convolutions_in_channels_last,
-    backward_convolutions_see_channels_last,
-    has_depthwise_conv_and_no_backward,
-    layout_optimized,
-)
 from .inductor import (  # noqa: F401 - the door re-exports
     SKIP_CACHE_PARTS,
     in_process_kernel_loads,
@@ -71,18 +59,6 @@ from .inductor import (  # noqa: F401 - the door re-exports
     strip_inductor_main,
     triton_cache_dir,
     triton_launch_records,
-)
-from .compile_pool import start_compile_workers, start_triton_setup  # noqa: F401
-from .kernel_threads import kernel_thread_counts  # noqa: F401 - the door re-exports
-from .kernel_store import kernel_store_dir, reusing_built_kernels  # noqa: F401 - re-exports
-from .triton_store import keeping_triton_kernels, triton_store_dir  # noqa: F401 - re-exports
-from .pieces import (  # noqa: F401 - the door re-exports
-    compile_dirs,
-    fake_inputs,
-    join_modules,
-    kernel_names_tagged,
-    load_module,
-    warm_inductor,
 )
 from .warm import (  # noqa: F401 - the door re-exports
     WARM_IMPORTS,
@@ -109,6 +85,16 @@ from .warm import (  # noqa: F401 - the door re-exports
 # imports no stage] in core/__init__.py): NAME -> (module, its name there).
 _LAZY_NAMES: dict[str, tuple[str, ...]] = {
     "answers": ("tracing_as_a_compiler",),
+    "autotune": ("SizeChoice", "autotune_now", "tuning_at_sizes"),
+    "compile_pool": ("start_compile_workers", "start_triton_setup"),
+    "conv_layout": ("backward_convolutions_in_channels_last",
+                    "backward_convolutions_see_channels_last",
+                    "has_depthwise_conv_and_no_backward", "layout_optimized"),
+    "kernel_store": ("kernel_store_dir", "reusing_built_kernels"),
+    "kernel_threads": ("kernel_thread_counts",),
+    "pieces": ("compile_dirs", "fake_inputs", "join_modules", "kernel_names_tagged",
+               "load_module", "warm_inductor"),
+    "triton_store": ("keeping_triton_kernels", "triton_store_dir"),
     "batch_norm": ("batch_norm_writes_unsaid",),
     "lowering_key": ("graph_and_setting_key", "lowering_store_dir"),
     "realdata": (

@@ -13,11 +13,6 @@ from typing import Any
 
 import torch
 
-from .conv_layout import backward_convolutions_in_channels_last, keeps_eager_layout
-from .cpp_runs import cpp_nodes_in_fewer_runs
-from .isa_probes import isa_probes_at_once
-from .triton_store import triton_kernels_handed_over
-from .straight_to_inductor import decomposed, why_aot_autograd, without_aot_autograd
 from .warm import light_inductor_cache_dir
 
 
@@ -55,6 +50,14 @@ def inductor_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
     (`eager_layout`: a piece of a graph whose convolutions stay in eager's layout)."""
     from torch._inductor import config as inductor_config
     from torch._inductor.compile_fx import compile_fx, compile_fx_inner
+
+    # the lowering's own modules, here so that a load imports none of them (Note [a load
+    # imports no stage] in core/__init__.py)
+    from .conv_layout import backward_convolutions_in_channels_last, keeps_eager_layout
+    from .cpp_runs import cpp_nodes_in_fewer_runs
+    from .isa_probes import isa_probes_at_once
+    from .straight_to_inductor import decomposed, why_aot_autograd, without_aot_autograd
+    from .triton_store import triton_kernels_handed_over
 
     seen: dict[str, Any] = {}
 

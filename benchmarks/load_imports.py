@@ -1,0 +1,107 @@
+"""What a fresh process's `precompile.load` costs in imports, this tree against a git revision.
+
+usage: python benchmarks/load_imports.py [--baseline-rev REV] [--rounds N]
+
+Each tree (the working tree, and REV exported with `git archive` into a temporary folder)
+precompiles a tiny MLP once; then fresh processes, alternating between the trees, import
+precompile_nb and load their own pair with its cache, in two settings: without bytecode
+(PYTHONDONTWRITEBYTECODE=1 and no .pyc files: every precompile_nb module compiled from its
+source, as in a checkout run on a machine that sets that variable) and with bytecode (a
+PYTHONPYCACHEPREFIX of the tree's own, filled by a first process that is not counted: as
+after `pip install`, which compiles the .pyc files). Prints the median load ms of each and
+the precompile_nb modules a load imported (Note [a load imports no stage]).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+_MAKE = """
+import sys, torch
+sys.path.insert(0, {tree!r})
+from precompile_nb import precompile
+torch.manual_seed(0)
+m = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 16))
+code, cache = precompile(lambda m, x: m(x), m, torch.randn(4, 16))
+open({out!r} + ".py", "w").write(code)
+open({out!r} + ".bin", "wb").write(cache)
+"""
+
+_LOAD = """
+import json, sys, time, warnings
+warnings.simplefilter("ignore")
+import torch
+sys.path.insert(0, {tree!r})
+t = time.perf_counter()
+import precompile_nb
+f = precompile_nb.precompile.load(open({out!r} + ".py").read(), open({out!r} + ".bin", "rb").read())
+ms = (time.perf_counter() - t) * 1e3
+print(json.dumps({{"ms": ms, "modules": sorted(m for m in sys.modules
+                                               if m.startswith("precompile_nb"))}}))
+"""
+
+
+def _run(script: str, env: dict[str, str]) -> dict:
+    p = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                       timeout=600)
+    if p.returncode != 0:
+        raise SystemExit(p.stderr[-3000:])
+    lines = p.stdout.strip().splitlines()
+    return json.loads(lines[-1]) if lines else {}
+
+
+def _export(rev: str, into: str) -> str:
+    tar = subprocess.run(["git", "archive", rev], cwd=ROOT, capture_output=True, check=True)
+    path = os.path.join(into, "tree.tar")
+    with open(path, "wb") as f:
+        f.write(tar.stdout)
+    with tarfile.open(path) as t:
+        t.extractall(os.path.join(into, "tree"), filter="data")
+    return os.path.join(into, "tree")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--baseline-rev", default="HEAD")
+    ap.add_argument("--rounds", type=int, default=5)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="load_imports_") as tmp:
+        trees = {"working tree": ROOT, args.baseline_rev: _export(args.baseline_rev, tmp)}
+        base = {k: v for k, v in os.environ.items()
+                if k not in ("PYTHONPATH", "PYTHONPYCACHEPREFIX", "PYTHONDONTWRITEBYTECODE")}
+        base["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(tmp, "inductor")
+        settings = {}
+        for i, (name, tree) in enumerate(trees.items()):
+            out = os.path.join(tmp, f"pair{i}")
+            _run(_MAKE.format(tree=tree, out=out), {**base, "PYTHONDONTWRITEBYTECODE": "1"})
+            settings[(name, "no bytecode")] = (tree, out, {**base, "PYTHONDONTWRITEBYTECODE": "1"})
+            with_pyc = {**base, "PYTHONPYCACHEPREFIX": os.path.join(tmp, f"pyc{i}")}
+            settings[(name, "bytecode")] = (tree, out, with_pyc)
+            _run(_LOAD.format(tree=tree, out=out), with_pyc)  # fills the bytecode cache
+        times: dict[tuple[str, str], list[float]] = {k: [] for k in settings}
+        modules: dict[str, list[str]] = {}
+        for _ in range(args.rounds):
+            for key, (tree, out, env) in settings.items():
+                r = _run(_LOAD.format(tree=tree, out=out), env)
+                times[key].append(r["ms"])
+                modules[key[0]] = r["modules"]
+    print(f"import precompile_nb + load, fresh processes, median of {args.rounds} (ms)\n")
+    print("| tree | no bytecode | bytecode | precompile_nb modules a load imports |")
+    print("| --- | ---: | ---: | ---: |")
+    for name in trees:
+        print(f"| {name} | {statistics.median(times[(name, 'no bytecode')]):.1f} | "
+              f"{statistics.median(times[(name, 'bytecode')]):.1f} | {len(modules[name])} |")
+    for name in trees:
+        print(f"\n{name}: {', '.join(modules[name])}")
+
+
+if __name__ == "__main__":
+    main()
