@@ -7,6 +7,9 @@ empty before its first row:
   nb again, kernels only   the next process, with PRECOMPILE_NB_LOWERING_REUSE=0: the C++
                  and Triton kernel stores only (Notes [C++ kernels built once], [Triton
                  kernels compiled once]; before Note [a lowering made once])
+  nb again, functionalized   the next process, with PRECOMPILE_NB_CAPTURED_RECORD=0: the
+                 whole lowering taken, found by the functional graph's key (before Note [a hit
+                 before functionalizing])
   nb again       the next process: the whole lowering taken from the store
   tc cold        torch.compile's compile + first call with empty caches
   tc again       the next process, torch.compile's caches kept (its FX graph and AOTAutograd
@@ -65,11 +68,13 @@ print(json.dumps(out))
 
 ROWS = (("nb cold", "nb", {}), ("nb again, kernels only", "nb",
                                 {"PRECOMPILE_NB_LOWERING_REUSE": "0"}),
+        ("nb again, functionalized", "nb", {"PRECOMPILE_NB_CAPTURED_RECORD": "0"}),
         ("nb again", "nb", {}), ("tc cold", "tc", {}), ("tc again", "tc", {}))
 
 
 def one(case: str, tool: str, device: str, caches: str, extra: dict) -> dict:
-    env = {k: v for k, v in os.environ.items() if k != "PRECOMPILE_NB_LOWERING_REUSE"}
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PRECOMPILE_NB_LOWERING_REUSE", "PRECOMPILE_NB_CAPTURED_RECORD")}
     env.update(TORCHINDUCTOR_CACHE_DIR=caches, PYTHONPATH=ROOT, **extra)
     t = time.perf_counter()
     r = subprocess.run([sys.executable, "-c", _CHILD.format(root=ROOT, case=case, tool=tool,

@@ -196,6 +196,10 @@ def _lowering_guard(c: Captured, e: BaseException) -> _Assume | None:
 
 def _lower_inductor_once(c: Captured, t0: float, may_assume: bool,
                          asked: list[dict[int, int]]) -> Lowered:
+    early = lowerings.captured_entry(c, asked)  # Note [a hit before functionalizing]
+    lowered = lowerings.taken_early(early, t0)
+    if lowered is not None:
+        return lowered
     # Note [data guards]: with them, BatchNorm's statistics are written by the driver too
     # (after the graph passed its checks), not inside the compiled graph. Without them, on
     # the CPU, Note [BatchNorm's writes said before functionalizing]; a CUDA graph's
@@ -227,6 +231,7 @@ def _lower_inductor_once(c: Captured, t0: float, may_assume: bool,
         lowered = dataclasses.replace(lowered, convention=convention, rewrites=rewrites,
                                       seconds=time.perf_counter() - t0)
         lowerings.keep(entry, lowered)
+    lowerings.keep_early(early, entry, lowered)
     return lowered
 
 

@@ -1,9 +1,11 @@
 """Stage 2's memory: what an Inductor lowering made, kept between precompiles and processes
 and taken whole by a later precompile of the same graph (Note [a lowering made once]).
 
+    early = captured_entry(captured, asked)   # Note [a hit before functionalizing]
+    lowered = taken_early(early, t0) or <functionalize, then:>
     entry = lowering_entry(fgm, fake_inputs, convention, asked, tracing_mode)  # None: not kept
     lowered = taken(entry, convention, rewrites, t0) or <lower with Inductor>
-    keep(entry, lowered)
+    keep(entry, lowered); keep_early(early, entry, lowered)
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import dataclasses
 import functools
 import hashlib
 import os
+import re
 import struct
 import time
 from collections.abc import Mapping, Sequence
@@ -22,7 +25,8 @@ from typing import Any
 from . import _compat
 from . import cache as _cache
 from .errors import PrecompileError
-from .schemas import KernelInfo, Lowered, Split, Tuning
+from ..runtime.convention import decode
+from .schemas import Captured, KernelInfo, Lowered, Split, Tuning
 
 # Note [a lowering made once]
 #   The kernel stores (Notes [C++ kernels built once], [Triton kernels compiled once]) spare
@@ -51,9 +55,28 @@ from .schemas import KernelInfo, Lowered, Split, Tuning
 #   PRECOMPILE_NB_LOWERING_REUSE=0 (or off, false, no) turns it off; so does
 #   PRECOMPILE_NB_KERNEL_REUSE=0, which asks that no kernel an earlier precompile made be taken.
 
+# Note [a hit before functionalizing]
+#   The entry's key is of the functional graph, so a precompile that found its entry had
+#   still re-traced the captured graph to make it functional (and rewritten its boundary for
+#   the driver) only to compute the key: 0.68 s of the 2.8 s that t5's tiny training step's
+#   hit took on the development machine, most of what was left beside the capture. Now each
+#   kept entry has a small record beside it, keyed by the captured graph as lowering receives
+#   it (Inductor's key of that graph and its inputs with the same additions, and everything
+#   capture recorded that lowering reads: the convention, tracing mode, results that view
+#   inputs, inputs written), that names the entry and holds the convention and rewrites
+#   lowering made for it (the convention as its literal, read back with the artifact's own
+#   decoder). A precompile whose captured graph finds one takes the entry it names without
+#   functionalizing. Where that entry is gone (the store trimmed it) or fails to read, the
+#   record is ignored and the graph goes the whole way, which keeps both afresh. Functionalizing
+#   and the boundary's rewrite are functions of what that key holds, so what the record says
+#   is what they would make again; a record whose convention does not read back equal is not
+#   kept.
+
 _MAGIC = b"PRECOMPILE_NB-LOWERING\n"
+_EARLY_MAGIC = b"PRECOMPILE_NB-CAPTURED\n"
 _STORE_BYTES = 2 << 30
 _SUFFIX = ".lowering"
+_EARLY_SUFFIX = ".captured"
 REUSED = "lowering_reused"  # Lowered.builds' key on an entry taken whole
 
 
@@ -62,21 +85,41 @@ def lowering_entry(fgm: Any, fake_inputs: Sequence[Any], convention: Any,
     """The path of the store's entry for lowering `fgm` (Note [a lowering made once]), None
     where it has none or the store is off. Call it before Inductor, which changes the graph
     it is given."""
-    store = _compat.lowering_store_dir()
+    return _keyed(_compat.lowering_store_dir(), fgm, fake_inputs,
+                  (repr(convention), repr(list(asked)), tracing_mode), _SUFFIX)
+
+
+def captured_entry(c: Captured, asked: Sequence[Mapping[int, int]]) -> str | None:
+    """The path of the store's record for the captured graph of `c` (Note [a hit before
+    functionalizing]), None where it has none or the store is off. Call it before
+    functionalizing, which may change the captured graph."""
+    captured = (c.convention, c.tracing_mode, c.n_user_outputs, c.aliases, c.mutated, c.baked,
+                sorted(c.unbacked))
+    store = _compat.lowering_store_dir() if _compat.captured_records_on() else None
+    return _keyed(store, c.graph, c.fake_inputs,
+                  ("captured", repr(captured), repr(list(asked))), _EARLY_SUFFIX)
+
+
+def _keyed(store: str | None, gm: Any, fake_inputs: Sequence[Any], parts: tuple[str, ...],
+           suffix: str) -> str | None:
+    """The path in `store` for `gm` with these inputs and `parts`, with every PRECOMPILE_NB_
+    switch that is set (but the one that decides only whether records are read) and
+    precompile_nb's own source in the key; None where the store is off or Inductor cannot
+    key the graph."""
     if store is None:
         return None
-    graph = _compat.graph_and_setting_key(fgm, fake_inputs)
+    graph = _compat.graph_and_setting_key(gm, fake_inputs)
     if graph is None:
         return None
-    switches = sorted((k, v) for k, v in os.environ.items() if k.startswith("PRECOMPILE_NB_"))
-    text = "\n".join((graph, repr(convention), repr(list(asked)), tracing_mode,
-                      repr(switches), _own_source()))
-    return entry_path(store, hashlib.sha256(text.encode("utf-8")).hexdigest())
+    switches = sorted((k, v) for k, v in os.environ.items()
+                      if k.startswith("PRECOMPILE_NB_") and k != "PRECOMPILE_NB_CAPTURED_RECORD")
+    text = "\n".join((graph, *parts, repr(switches), _own_source()))
+    return entry_path(store, hashlib.sha256(text.encode("utf-8")).hexdigest(), suffix)
 
 
-def entry_path(store: str, key: str) -> str:
+def entry_path(store: str, key: str, suffix: str = _SUFFIX) -> str:
     """Where the entry named `key` lives in `store`."""
-    return os.path.join(store, key[:2], key + _SUFFIX)
+    return os.path.join(store, key[:2], key + suffix)
 
 
 @functools.cache
@@ -133,6 +176,60 @@ def keep(path: str | None, lowered: Lowered) -> None:
         return
 
 
+def taken_early(path: str | None, t0: float) -> Lowered | None:
+    """The Lowered of the entry that the captured graph's record at `path` names, with the
+    convention and rewrites the record holds (Note [a hit before functionalizing]); None
+    where there is no record, or it or its entry cannot be read."""
+    if path is None or not os.path.exists(path):
+        return None
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+        if not data.startswith(_EARLY_MAGIC):
+            raise ValueError("not a captured graph's record")
+        d = ast.literal_eval(data[len(_EARLY_MAGIC):].decode("utf-8"))
+        convention = decode(d["convention"])
+        rewrites = {str(k): tuple(v) for k, v in d["rewrites"].items()}
+        if not re.fullmatch(r"[0-9a-f]{64}", str(d["entry"])):
+            raise ValueError("not an entry's key")
+        entry = entry_path(os.path.dirname(os.path.dirname(path)), d["entry"])
+    except (OSError, ValueError, TypeError, KeyError, AttributeError, SyntaxError,
+            UnicodeDecodeError, PrecompileError):
+        with contextlib.suppress(OSError):
+            os.unlink(path)  # unreadable: the graph goes the whole way and keeps it afresh
+        return None
+    lowered = taken(entry, convention, rewrites, t0)
+    if lowered is not None:
+        with contextlib.suppress(OSError):
+            os.utime(path)
+    return lowered
+
+
+def keep_early(path: str | None, entry: str | None, lowered: Lowered) -> None:
+    """Keep the record that takes the captured graph at `path` to the entry at `entry`
+    (Note [a hit before functionalizing]); nothing where either is None, the entry was not
+    kept, or the convention does not read back equal."""
+    if path is None or entry is None or not os.path.exists(entry):
+        return
+    literal = {"entry": os.path.basename(entry)[:-len(_SUFFIX)],
+               "convention": lowered.convention.to_literal(),
+               "rewrites": {k: list(v) for k, v in lowered.rewrites.items()}}
+    text = repr(literal)
+    try:
+        if ast.literal_eval(text) != literal or decode(literal["convention"]) != \
+                lowered.convention:
+            return
+    except (ValueError, SyntaxError, PrecompileError):
+        return
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = _cache.write_temp(os.path.dirname(path), "record-",
+                                _EARLY_MAGIC + text.encode("utf-8"))
+        os.replace(tmp, path)
+    except OSError:
+        return
+
+
 def _literal(lw: Lowered) -> dict[str, Any]:
     """The fields an entry records, as plain literals."""
     return {"source": lw.source, "kernels": [dataclasses.astuple(k) for k in lw.kernels],
@@ -168,7 +265,8 @@ def _trim(store: str) -> None:
     for sub in os.scandir(store):
         if sub.is_dir():
             entries += [(e.stat().st_mtime, e.stat().st_size, e.path)
-                        for e in os.scandir(sub.path) if e.name.endswith(_SUFFIX)]
+                        for e in os.scandir(sub.path)
+                        if e.name.endswith((_SUFFIX, _EARLY_SUFFIX))]
     total = sum(size for _, size, _ in entries)
     for _, size, path in sorted(entries):
         if total <= _STORE_BYTES:

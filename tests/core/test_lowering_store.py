@@ -26,20 +26,25 @@ def _step(m, x):
     return loss
 
 
-@pytest.fixture
-def inductor_runs(monkeypatch, tmp_path):
-    """A store of its own for this test, and the list of every Inductor compile of a graph."""
-    store = str(tmp_path / "lowerings")
-    monkeypatch.setattr(_compat, "lowering_store_dir", lambda: store)
+def _counted(monkeypatch, name: str) -> list[int]:
+    """A list that grows by one at each call of the door's `name`."""
     runs: list[int] = []
-    original = _compat.inductor_compile
+    original = getattr(_compat, name)
 
     def counted(*a, **k):
         runs.append(1)
         return original(*a, **k)
 
-    monkeypatch.setattr(_compat, "inductor_compile", counted)
+    monkeypatch.setattr(_compat, name, counted)
     return runs
+
+
+@pytest.fixture
+def inductor_runs(monkeypatch, tmp_path):
+    """A store of its own for this test, and the list of every Inductor compile of a graph."""
+    store = str(tmp_path / "lowerings")
+    monkeypatch.setattr(_compat, "lowering_store_dir", lambda: store)
+    return _counted(monkeypatch, "inductor_compile")
 
 
 def _eager_step(m, x):
@@ -183,28 +188,130 @@ _CHILD = """
 import hashlib, json, os, sys, torch
 sys.path.insert(0, {root!r})
 from precompile_nb.core import build, lowerings
-from tests.core.test_lowering_store import _mlp, _step
-m, x = _mlp(), torch.randn(5, 8, generator=torch.Generator().manual_seed(1))
+from precompile_nb.core import _compat
+from tests.core.test_lowering_store import {net}, _step
+traced = []
+functionalize = _compat.functionalize
+_compat.functionalize = lambda *a, **k: traced.append(1) or functionalize(*a, **k)
+m, x = {net}(), torch.randn(5, 8, generator=torch.Generator().manual_seed(1))
 art = build(_step, m, x)
 out = {out!r}
 open(out + ".py", "w").write(art.python_code)
 open(out + ".bin", "wb").write(art.cache)
-print(json.dumps({{"reused": lowerings.REUSED in art.lowered.builds}}))
+print(json.dumps({{"reused": lowerings.REUSED in art.lowered.builds, "traced": len(traced)}}))
 """
 
 
-def test_a_new_process_takes_the_lowering_an_earlier_one_made(tmp_path):
+@pytest.mark.parametrize("net", ["_mlp", "_bn_net"])
+def test_a_new_process_takes_the_lowering_an_earlier_one_made(tmp_path, net):
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
     said = []
     for name in ("first", "again"):
-        p = run_fresh(_CHILD.format(root=root, out=str(tmp_path / name)), env=env, cwd=root)
+        p = run_fresh(_CHILD.format(root=root, out=str(tmp_path / name), net=net), env=env,
+                      cwd=root)
         assert p.returncode == 0, p.stderr[-3000:]
-        said.append(json.loads(p.stdout.strip().splitlines()[-1])["reused"])
-    assert said == [False, True]
+        said.append(json.loads(p.stdout.strip().splitlines()[-1]))
+    # the second process neither lowers nor functionalizes (Note [a hit before functionalizing])
+    assert [(s["reused"], s["traced"]) for s in said] == [(False, 1), (True, 0)]
     code = (tmp_path / "again.py").read_text()
     assert code == (tmp_path / "first.py").read_text()
     assert (tmp_path / "again.bin").read_bytes() == (tmp_path / "first.bin").read_bytes()
-    m, x = _mlp(), torch.randn(5, 8, generator=torch.Generator().manual_seed(1))
+    x = torch.randn(5, 8, generator=torch.Generator().manual_seed(1))
     art = type("A", (), {"python_code": code, "cache": (tmp_path / "again.bin").read_bytes()})
-    _check_like_eager(art, m, x)
+    if net == "_mlp":
+        _check_like_eager(art, _mlp(), x)
+    else:
+        _check_bn_like_eager(art, x)
+
+
+# Note [a hit before functionalizing]
+
+def _bn_net() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.BatchNorm1d(16),
+                               torch.nn.ReLU(), torch.nn.Linear(16, 4)).train()
+
+
+@pytest.fixture
+def functionalized(monkeypatch):
+    """The list of every functionalizing re-trace of a captured graph."""
+    return _counted(monkeypatch, "functionalize")
+
+
+def _check_bn_like_eager(art, x) -> None:
+    """Loss, grads and BatchNorm's running statistics as eager's, from the same start."""
+    want_m, got_m = _bn_net(), _bn_net()
+    want, grads = _eager_step(want_m, x)
+    got = precompile.load(art.python_code, art.cache)(got_m, x)
+    torch.testing.assert_close(got, want)
+    for p, g in zip(got_m.parameters(), grads):
+        torch.testing.assert_close(p.grad, g)
+    for a, b in zip(got_m.buffers(), want_m.buffers()):
+        torch.testing.assert_close(a, b)
+
+
+def test_a_graph_with_writes_found_again_is_not_functionalized(inductor_runs, functionalized):
+    x = torch.randn(5, 8)
+    first = build(_step, _bn_net(), x)  # BatchNorm writes its statistics: re-traced
+    assert inductor_runs == [1] and functionalized == [1]
+    again = build(_step, _bn_net(), x)
+    assert inductor_runs == [1] and functionalized == [1]  # neither ran again
+    assert again.lowered.builds == {lowerings.REUSED: 1}
+    assert again.python_code == first.python_code and again.cache == first.cache
+    assert again.lowered.convention == first.lowered.convention
+    _check_bn_like_eager(again, x)
+
+
+def _store_files(suffix: str) -> list[str]:
+    return [os.path.join(d, f) for d, _, fs in os.walk(_compat.lowering_store_dir())
+            for f in fs if f.endswith(suffix)]
+
+
+def test_a_record_whose_entry_is_gone_lowers_the_whole_way_and_keeps_both(
+        inductor_runs, functionalized):
+    x = torch.randn(5, 8)
+    first = build(_step, _bn_net(), x)
+    for entry in _store_files(".lowering"):
+        os.unlink(entry)  # as the store's trim would
+    again = build(_step, _bn_net(), x)
+    assert inductor_runs == [1, 1] and functionalized == [1, 1]
+    assert again.python_code == first.python_code
+    _check_bn_like_eager(again, x)
+    assert build(_step, _bn_net(), x).lowered.builds == {lowerings.REUSED: 1}
+    assert inductor_runs == [1, 1] and functionalized == [1, 1]
+
+
+def test_a_damaged_record_is_dropped_and_the_entry_found_the_longer_way(
+        inductor_runs, functionalized):
+    x = torch.randn(5, 8)
+    first = build(_step, _bn_net(), x)
+    (record,) = _store_files(".captured")
+    text = open(record, "rb").read()
+    for damage in (text[:-7], text.replace(b"'entry': '", b"'entry': '../")):
+        open(record, "wb").write(damage)
+        again = build(_step, _bn_net(), x)  # the record read fails: functionalized, entry found
+        assert again.lowered.builds == {lowerings.REUSED: 1} and len(inductor_runs) == 1
+        assert again.python_code == first.python_code
+        assert open(record, "rb").read() == text  # kept afresh
+    assert functionalized == [1, 1, 1]
+    _check_bn_like_eager(again, x)
+
+
+def test_the_same_graph_with_other_results_is_not_taken_for_the_first(inductor_runs):
+    m, x = _mlp(), torch.randn(5, 8)
+    as_tensor = build(_step, m, x)
+    as_list = build(lambda m, x: [_step(m, x)], m, x)  # the same ATen graph, another result
+    assert isinstance(precompile.load(as_list.python_code, as_list.cache)(m, x), list)
+    assert not isinstance(precompile.load(as_tensor.python_code, as_tensor.cache)(m, x), list)
+
+
+def test_the_switch_functionalizes_first_and_still_finds_the_same_entry(
+        inductor_runs, functionalized, monkeypatch):
+    x = torch.randn(5, 8)
+    first = build(_step, _bn_net(), x)  # record and entry kept, switch on
+    monkeypatch.setenv("PRECOMPILE_NB_CAPTURED_RECORD", "0")
+    again = build(_step, _bn_net(), x)  # the same entry, found the longer way
+    assert again.lowered.builds == {lowerings.REUSED: 1} and inductor_runs == [1]
+    assert functionalized == [1, 1] and again.python_code == first.python_code
+    _check_bn_like_eager(again, x)

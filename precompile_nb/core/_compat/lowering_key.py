@@ -87,3 +87,10 @@ def lowering_store_dir() -> str | None:
         parts.append("no triton")
     tag = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
     return os.path.join(inductor_cache_dir(), "precompile_nb_lowerings", tag)
+
+
+def captured_records_on() -> bool:
+    """Whether the captured graphs' records are read and kept (Note [a hit before
+    functionalizing]); PRECOMPILE_NB_CAPTURED_RECORD=0 functionalizes every captured graph
+    before the lowering store is looked in."""
+    return not switched_off("PRECOMPILE_NB_CAPTURED_RECORD")

@@ -14,6 +14,7 @@ _ON = ("1", "true", "on", "yes", "")
 # every switch precompile_nb reads (docs/api.md's table lists each; a test keeps the three the
 # same); PRECOMPILE_NB_PIECES takes a number, the others on or off
 SWITCHES = ("PRECOMPILE_NB_KERNEL_REUSE", "PRECOMPILE_NB_LOWERING_REUSE",
+            "PRECOMPILE_NB_CAPTURED_RECORD",
             "PRECOMPILE_NB_TRITON_SETUP", "PRECOMPILE_NB_KERNEL_THREADS",
             "PRECOMPILE_NB_KERNEL_HANDOFF",
             "PRECOMPILE_NB_FEWER_RUNS", "PRECOMPILE_NB_ISA_AT_ONCE",
