@@ -22,8 +22,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from . import _compat
 from . import cache as _cache
+from ._compat.scoped_patch import SWITCHES
 from .errors import PrecompileError
 from ..runtime.convention import decode
 from .schemas import Captured, KernelInfo, Lowered, Split, Tuning
@@ -44,9 +47,10 @@ from .schemas import Captured, KernelInfo, Lowered, Split, Tuning
 #   configuration, torch's build, the GPU and Triton, the deterministic, matmul and default-
 #   dtype settings, custom passes), plus what that key leaves to its callers (the hints,
 #   ranges and guards of dynamic sizes, the CPU's vector ISA and thread count), the calling
-#   convention as lowering refined it, the sizes asked to tune at, every PRECOMPILE_NB_
-#   switch that is set, and a hash of precompile_nb's own source. A graph Inductor cannot key
-#   (an unpicklable constant or custom pass) is lowered every time. An entry is one file: the
+#   convention as lowering refined it, the sizes asked to tune at, every switch that is set
+#   (the documented PRECOMPILE_NB_ switches; another such variable changes nothing), and a
+#   hash of precompile_nb's own source. A graph Inductor cannot key (an unpicklable constant
+#   or custom pass) is lowered every time. An entry is one file: the
 #   recorded fields as a Python literal (read with ast.literal_eval, never unpickled) and the
 #   files in a cache envelope (core/cache.py) checked against their sha256 when read; an
 #   entry that fails to read is removed and the graph lowered. When the store passes
@@ -63,7 +67,7 @@ from .schemas import Captured, KernelInfo, Lowered, Split, Tuning
 #   kept entry has a small record beside it, keyed by the captured graph as lowering receives
 #   it (Inductor's key of that graph and its inputs with the same additions, and everything
 #   capture recorded that lowering reads: the convention, tracing mode, results that view
-#   inputs, inputs written), that names the entry and holds the convention and rewrites
+#   inputs, inputs written, which inputs share memory), that names the entry and holds the convention and rewrites
 #   lowering made for it (the convention as its literal, read back with the artifact's own
 #   decoder). A precompile whose captured graph finds one takes the entry it names without
 #   functionalizing. Where that entry is gone (the store trimmed it) or fails to read, the
@@ -93,8 +97,11 @@ def captured_entry(c: Captured, asked: Sequence[Mapping[int, int]]) -> str | Non
     """The path of the store's record for the captured graph of `c` (Note [a hit before
     functionalizing]), None where it has none or the store is off. Call it before
     functionalizing, which may change the captured graph."""
+    keys = [_compat.storage_key(t) if isinstance(t, torch.Tensor) else None
+            for t in c.fake_inputs]
+    sharing = [keys.index(k) if k is not None else i for i, k in enumerate(keys)]
     captured = (c.convention, c.tracing_mode, c.n_user_outputs, c.aliases, c.mutated, c.baked,
-                sorted(c.unbacked))
+                sorted(c.unbacked), sharing)  # inputs that share memory: not in Inductor's key
     store = _compat.lowering_store_dir() if _compat.captured_records_on() else None
     return _keyed(store, c.graph, c.fake_inputs,
                   ("captured", repr(captured), repr(list(asked))), _EARLY_SUFFIX)
@@ -102,17 +109,17 @@ def captured_entry(c: Captured, asked: Sequence[Mapping[int, int]]) -> str | Non
 
 def _keyed(store: str | None, gm: Any, fake_inputs: Sequence[Any], parts: tuple[str, ...],
            suffix: str) -> str | None:
-    """The path in `store` for `gm` with these inputs and `parts`, with every PRECOMPILE_NB_
-    switch that is set (but the one that decides only whether records are read) and
-    precompile_nb's own source in the key; None where the store is off or Inductor cannot
-    key the graph."""
+    """The path in `store` for `gm` with these inputs and `parts`, with every switch that is
+    set (but the one that decides only whether records are read; other PRECOMPILE_NB_
+    variables change no lowering) and precompile_nb's own source in the key; None where the
+    store is off or Inductor cannot key the graph."""
     if store is None:
         return None
     graph = _compat.graph_and_setting_key(gm, fake_inputs)
     if graph is None:
         return None
-    switches = sorted((k, v) for k, v in os.environ.items()
-                      if k.startswith("PRECOMPILE_NB_") and k != "PRECOMPILE_NB_CAPTURED_RECORD")
+    switches = sorted((k, os.environ[k]) for k in SWITCHES
+                      if k in os.environ and k != "PRECOMPILE_NB_CAPTURED_RECORD")
     text = "\n".join((graph, *parts, repr(switches), _own_source()))
     return entry_path(store, hashlib.sha256(text.encode("utf-8")).hexdigest(), suffix)
 
