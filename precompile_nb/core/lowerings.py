@@ -67,14 +67,14 @@ from .schemas import Captured, KernelInfo, Lowered, Split, Tuning
 #   kept entry has a small record beside it, keyed by the captured graph as lowering receives
 #   it (Inductor's key of that graph and its inputs with the same additions, and everything
 #   capture recorded that lowering reads: the convention, tracing mode, results that view
-#   inputs, inputs written, which inputs share memory), that names the entry and holds the convention and rewrites
-#   lowering made for it (the convention as its literal, read back with the artifact's own
-#   decoder). A precompile whose captured graph finds one takes the entry it names without
-#   functionalizing. Where that entry is gone (the store trimmed it) or fails to read, the
-#   record is ignored and the graph goes the whole way, which keeps both afresh. Functionalizing
-#   and the boundary's rewrite are functions of what that key holds, so what the record says
-#   is what they would make again; a record whose convention does not read back equal is not
-#   kept.
+#   inputs, inputs written, which inputs share memory), that names the entry and holds the
+#   convention and rewrites lowering made for it (the convention as its literal, read back
+#   with the artifact's own decoder). A precompile whose captured graph finds one takes the
+#   entry it names without functionalizing. Where that entry is gone (the store trimmed it)
+#   or fails to read, the record is ignored and the graph goes the whole way, which keeps
+#   both afresh. Functionalizing and the boundary's rewrite are functions of what that key
+#   holds, so what the record says is what they would make again; a record whose convention
+#   does not read back equal is not kept.
 
 _MAGIC = b"PRECOMPILE_NB-LOWERING\n"
 _EARLY_MAGIC = b"PRECOMPILE_NB-CAPTURED\n"
