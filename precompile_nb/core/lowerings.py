@@ -97,11 +97,14 @@ def captured_entry(c: Captured, asked: Sequence[Mapping[int, int]]) -> str | Non
     """The path of the store's record for the captured graph of `c` (Note [a hit before
     functionalizing]), None where it has none or the store is off. Call it before
     functionalizing, which may change the captured graph."""
-    keys = [_compat.storage_key(t) if isinstance(t, torch.Tensor) else None
-            for t in c.fake_inputs]
-    sharing = [keys.index(k) if k is not None else i for i, k in enumerate(keys)]
+    first: dict[Any, int] = {}  # which inputs share memory (Inductor's key does not say)
+    try:
+        sharing = [first.setdefault(_compat.storage_key(t), i)
+                   if isinstance(t, torch.Tensor) else i for i, t in enumerate(c.fake_inputs)]
+    except Exception:  # noqa: BLE001 - e.g. a tensor subclass without a storage: no record,
+        return None  # the graph goes the whole way
     captured = (c.convention, c.tracing_mode, c.n_user_outputs, c.aliases, c.mutated, c.baked,
-                sorted(c.unbacked), sharing)  # inputs that share memory: not in Inductor's key
+                sorted(c.unbacked), sharing)
     store = _compat.lowering_store_dir() if _compat.captured_records_on() else None
     return _keyed(store, c.graph, c.fake_inputs,
                   ("captured", repr(captured), repr(list(asked))), _EARLY_SUFFIX)
