@@ -19,8 +19,9 @@ import os
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
+
+from cache_read import export_rev  # the revision's tree, extracted (this folder is on the path)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -58,23 +59,13 @@ def _run(script: str, env: dict[str, str]) -> dict:
     return json.loads(lines[-1]) if lines else {}
 
 
-def _export(rev: str, into: str) -> str:
-    tar = subprocess.run(["git", "archive", rev], cwd=ROOT, capture_output=True, check=True)
-    path = os.path.join(into, "tree.tar")
-    with open(path, "wb") as f:
-        f.write(tar.stdout)
-    with tarfile.open(path) as t:
-        t.extractall(os.path.join(into, "tree"), filter="data")
-    return os.path.join(into, "tree")
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--baseline-rev", default="HEAD")
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="load_imports_") as tmp:
-        trees = {"working tree": ROOT, args.baseline_rev: _export(args.baseline_rev, tmp)}
+        trees = {"working tree": ROOT, args.baseline_rev: export_rev(args.baseline_rev, tmp)}
         base = {k: v for k, v in os.environ.items()
                 if k not in ("PYTHONPATH", "PYTHONPYCACHEPREFIX", "PYTHONDONTWRITEBYTECODE")}
         base["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(tmp, "inductor")
