@@ -196,7 +196,8 @@ def _lowering_guard(c: Captured, e: BaseException) -> _Assume | None:
 
 def _lower_inductor_once(c: Captured, t0: float, may_assume: bool,
                          asked: list[dict[int, int]]) -> Lowered:
-    early = lowerings.captured_entry(c, asked)  # Note [a hit before functionalizing]
+    store = _compat.lowering_store_dir()  # Note [a lowering made once]; None: off
+    early = lowerings.captured_entry(store, c, asked)  # Note [a hit before functionalizing]
     lowered = lowerings.taken_early(early, t0)
     if lowered is not None:
         return lowered
@@ -224,7 +225,8 @@ def _lower_inductor_once(c: Captured, t0: float, may_assume: bool,
         return Lowered(backend="inductor", source=_NOTHING_TO_COMPUTE, convention=convention,
                        kernels=(), files=(), seconds=time.perf_counter() - t0)
     rewrites = {CONV_1X1_AS_PRODUCTS: as_products} if as_products else {}
-    entry = lowerings.lowering_entry(fgm, fake_inputs, convention, asked, c.tracing_mode)
+    entry = lowerings.lowering_entry(store, fgm, fake_inputs, convention, asked,
+                                     c.tracing_mode)
     lowered = lowerings.taken(entry, convention, rewrites, t0)  # Note [a lowering made once]
     if lowered is None:
         lowered = _by_inductor(c, fgm, fake_inputs, may_assume, asked, unread)

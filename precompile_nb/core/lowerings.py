@@ -1,9 +1,10 @@
 """Stage 2's memory: what an Inductor lowering made, kept between precompiles and processes
 and taken whole by a later precompile of the same graph (Note [a lowering made once]).
 
-    early = captured_entry(captured, asked)   # Note [a hit before functionalizing]
+    store = _compat.lowering_store_dir()       # None: nothing is kept
+    early = captured_entry(store, captured, asked)   # Note [a hit before functionalizing]
     lowered = taken_early(early, t0) or <functionalize, then:>
-    entry = lowering_entry(fgm, fake_inputs, convention, asked, tracing_mode)  # None: not kept
+    entry = lowering_entry(store, fgm, fake_inputs, convention, asked, tracing_mode)
     lowered = taken(entry, convention, rewrites, t0) or <lower with Inductor>
     keep(entry, lowered); keep_early(early, entry, lowered)
 """
@@ -84,19 +85,20 @@ _EARLY_SUFFIX = ".captured"
 REUSED = "lowering_reused"  # Lowered.builds' key on an entry taken whole
 
 
-def lowering_entry(fgm: Any, fake_inputs: Sequence[Any], convention: Any,
+def lowering_entry(store: str | None, fgm: Any, fake_inputs: Sequence[Any], convention: Any,
                    asked: Sequence[Mapping[int, int]], tracing_mode: str) -> str | None:
-    """The path of the store's entry for lowering `fgm` (Note [a lowering made once]), None
-    where it has none or the store is off. Call it before Inductor, which changes the graph
-    it is given."""
-    return _keyed(_compat.lowering_store_dir(), fgm, fake_inputs,
+    """The path of the entry for lowering `fgm` in `store` (Note [a lowering made once]),
+    None where it has none or the store is off (None). Call it before Inductor, which changes
+    the graph it is given."""
+    return _keyed(store, fgm, fake_inputs,
                   (repr(convention), repr(list(asked)), tracing_mode), _SUFFIX)
 
 
-def captured_entry(c: Captured, asked: Sequence[Mapping[int, int]]) -> str | None:
-    """The path of the store's record for the captured graph of `c` (Note [a hit before
-    functionalizing]), None where it has none or the store is off. Call it before
-    functionalizing, which may change the captured graph."""
+def captured_entry(store: str | None, c: Captured,
+                   asked: Sequence[Mapping[int, int]]) -> str | None:
+    """The path of the record for the captured graph of `c` in `store` (Note [a hit before
+    functionalizing]), None where it has none or the store or the records are off. Call it
+    before functionalizing, which may change the captured graph."""
     first: dict[Any, int] = {}  # which inputs share memory (Inductor's key does not say)
     try:
         sharing = [first.setdefault(_compat.storage_key(t), i)
@@ -105,8 +107,7 @@ def captured_entry(c: Captured, asked: Sequence[Mapping[int, int]]) -> str | Non
         return None  # the graph goes the whole way
     captured = (c.convention, c.tracing_mode, c.n_user_outputs, c.aliases, c.mutated, c.baked,
                 sorted(c.unbacked), sharing)
-    store = _compat.lowering_store_dir() if _compat.captured_records_on() else None
-    return _keyed(store, c.graph, c.fake_inputs,
+    return _keyed(store if _compat.captured_records_on() else None, c.graph, c.fake_inputs,
                   ("captured", repr(captured), repr(list(asked))), _EARLY_SUFFIX)
 
 
