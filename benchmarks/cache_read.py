@@ -30,7 +30,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 import warnings
@@ -39,7 +38,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
 sys.path.insert(0, HERE)
-from cold_profile import PRELUDE  # noqa: E402 (the children's common start)
+from cold_profile import PRELUDE, export_rev  # noqa: E402 (the children's common start)
 
 # one fresh-process measurement: prints one JSON line
 _CHILD = PRELUDE + r"""
@@ -99,18 +98,6 @@ def synthetic_files(mb: float) -> list[tuple[str, str, bytes]]:
             total += len(data)
             i += 1
     return out
-
-
-def export_rev(rev: str, into: str) -> str:
-    tar = subprocess.run(["git", "archive", rev], cwd=ROOT, capture_output=True,
-                         check=True).stdout
-    path = os.path.join(into, "rev.tar")
-    with open(path, "wb") as f:
-        f.write(tar)
-    tree = os.path.join(into, "rev")
-    with tarfile.open(path) as t:
-        t.extractall(tree, filter="data")
-    return tree
 
 
 def pack_with(tree: str, code_path: str, files, work: str, name: str) -> str:

@@ -30,11 +30,13 @@ which holds the C++ / Triton compile):
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import re
 import subprocess
 import sys
+import tarfile
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -284,11 +286,8 @@ def compare(cases: list[str], args: argparse.Namespace) -> None:
             json.dump({"env": args.compare_env, "rows": rows}, f, indent=1)
 
 
-def _export_rev(rev: str, into: str) -> str:
-    """The repository at git revision `rev`, extracted under `into`."""
-    import io
-    import tarfile
-
+def export_rev(rev: str, into: str) -> str:
+    """The repository at git revision `rev`, extracted under `into` (one folder a revision)."""
     tar = subprocess.run(["git", "archive", rev], cwd=ROOT, capture_output=True,
                          check=True).stdout
     tree = os.path.join(into, rev)
@@ -315,7 +314,7 @@ def _run_vs(system: str, root: str, case: str, args: argparse.Namespace) -> dict
 def versus(cases: list[str], args: argparse.Namespace) -> None:
     """Each system's cold precompile of each case, fresh processes, the systems in turn."""
     with tempfile.TemporaryDirectory(prefix="cold_vs_trees_") as trees:
-        roots = {s: (_export_rev(s.split("@", 1)[1], trees) if "@" in s else ROOT)
+        roots = {s: (export_rev(s.split("@", 1)[1], trees) if "@" in s else ROOT)
                  for s in args.vs.split(",")}
         rows: dict = {}
         for case in cases:

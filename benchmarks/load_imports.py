@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 
-from cache_read import export_rev  # the revision's tree, extracted (this folder is on the path)
+from cold_profile import export_rev  # a revision's tree (this folder is on the path)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
