@@ -43,6 +43,14 @@ thread when the workers become ready goes to them (n.kernels_handed counts those
 `nb+nohandoff` keeps it on its thread (PRECOMPILE_NB_KERNEL_HANDOFF=0); `tc+threads` gives
 torch.compile the same (precompile_nb's kernels_on_threads around its compile and first call).
 
+`nb+early` is an experiment (round 26): a kernel that would go to a thread goes there when
+the code generation defines it, as Inductor sends one to its workers once they are ready,
+instead of when the module is loaded after the whole code generation (the rows before it: the
+first kernel at the end of codegen, all compiles after it); `nb+earlyK` lets at most K threads
+compile until the module loads (the threads share the interpreter with the code generation).
+n.early_defined / n.early_taken count the kernels sent at their definition and found there
+when the module loaded.
+
 `nb+aot` sends every graph through AOTAutograd's two traces, as before Note [one trace between
 capture and Inductor] (PRECOMPILE_NB_STRAIGHT_TO_INDUCTOR=0); the json's t.decompose times the
 one decomposing trace that replaces them.
@@ -156,14 +164,60 @@ def _triton_marked(self, *a, **k):  # per kernel: sent to the compile workers, o
     return _triton(self, *a, **k)
 AsyncCompile.triton = _triton_marked
 from precompile_nb.core._compat import kernel_threads as _kt  # the kernels on threads
+import re, threading
+EARLY, DEFINING, GATE_OPEN = {{}}, threading.local(), threading.Event()  # +early (below)
 _kt_wrap = _kt._PATCH._wrap  # (Note [kernels on threads while the workers start]): marked
 def _kt_marked(inline, patch):  # as they reach it, before the thread takes them
     threaded = _kt_wrap(inline, patch)
-    def triton(self, *a, **k):
+    def triton(self, kernel_name, source_code, device_str="cuda"):
         _first_kernel(self)
-        return threaded(self, *a, **k)
+        early = EARLY.pop(source_code.strip(), None) if patch.on() else None
+        if not getattr(DEFINING, "on", False):  # the module is loading: codegen is over
+            GATE_OPEN.set()
+        if early is not None:  # +early: the module's call takes its definition's future
+            N["early_taken"] = N.get("early_taken", 0) + 1
+            return early
+        return threaded(self, kernel_name, source_code, device_str)
     return triton
 _kt._PATCH._wrap = _kt_marked
+_early = re.search(r"\+early(\d*)", {tool!r})
+if _early:  # experiment: a kernel goes to a thread at its definition in the code generation,
+    import torch._inductor.codegen.triton as _cgt  # not when the module loads after it (as
+    from torch._inductor.virtualized import V  # Inductor does once its workers are ready);
+    _real_ac = _cgt.async_compile  # +earlyK: at most K threads compile until codegen ends
+    def _cuda_graph():
+        try:
+            return V.graph.get_current_device_or_throw().type == "cuda"
+        except Exception:
+            return False
+    class _DefinedEarly:
+        def __getattr__(self, name):
+            return getattr(_real_ac, name)
+        def use_process_pool(self):
+            return _real_ac.use_process_pool() or (_kt._PATCH.on() and _cuda_graph())
+        def triton(self, kernel_name, source_code, device_str="cuda"):
+            if _real_ac.use_process_pool() or not _kt._PATCH.on():
+                return _real_ac.triton(kernel_name, source_code, device_str)
+            DEFINING.on = True
+            try:
+                fut = _real_ac.triton(kernel_name, source_code, device_str)
+            finally:
+                DEFINING.on = False
+            EARLY[source_code.strip()] = fut  # (the module's copy: the same, spliced)
+            N["early_defined"] = N.get("early_defined", 0) + 1
+            return fut
+    _cgt.async_compile = _DefinedEarly()
+    if _early.group(1):
+        _slots, _itc = threading.Semaphore(int(_early.group(1))), _kt._into_triton_cache
+        def _gated(*a, **k):
+            while not GATE_OPEN.is_set():
+                if _slots.acquire(timeout=0.02):
+                    try:
+                        return _itc(*a, **k)
+                    finally:
+                        _slots.release()
+            return _itc(*a, **k)
+        _kt._into_triton_cache = _gated
 _kt_before = _kt.kernel_thread_counts()
 if {tool!r}.startswith("nb"):
     from precompile_nb.core import _compat  # lower looks these up on _compat at each call
