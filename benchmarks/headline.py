@@ -144,7 +144,17 @@ def gpu_rows() -> list[tuple[str, str, str]]:
                                                        ("electra", "opt")),
                                           zoo_cold_row("24, call 1, the hand-over off",
                                                        _R24 + "cold_handoff_call1.json",
-                                                       ("electra", "opt"), "nb+nohandoff")]
+                                                       ("electra", "opt"), "nb+nohandoff"),
+                                          zoo_cold_row("26, call 1", _R26 + "cold_zoo_call1.json",
+                                                       ("gpt2", "timm_deit", "opt", "electra",
+                                                        "distilbert")),
+                                          *early_round26_rows(),
+                                          workload_cold_row(
+                                              "26, calls 3-4 (transformer_train: torch.compile's"
+                                              " row cut by the call's end)", tuple(
+                                                  _R26 + f for f in ("cold_workloads_call3.json",
+                                                                     "cold_workloads_call4.json"
+                                                                     )), bn_straight=False)]
 
 
 _R15 = "benchmarks/results/h200_round15/cold_call1.json"
@@ -158,6 +168,19 @@ _R20 = "benchmarks/results/h200_round20/"  # round 19's changes on a GPU; the po
 _R21 = "benchmarks/results/h200_round21/"  # Note [kernels on threads while the workers start]
 _R23 = "benchmarks/results/h200_round23/"  # round 21's fix of the threads, five steps in a call
 _R24 = "benchmarks/results/h200_round24/"  # the kernel hand-over to the workers
+_R26 = "benchmarks/results/h200_round26/"  # issue 28's rows again; kernels at their definition
+
+
+def early_round26_rows() -> list[tuple[str, str, str]]:
+    """Round 26's experiment (cold_split.py nb+early / nb+early2): a Triton kernel sent to a
+    thread when the code generation defines it, against the shipped tree, same call."""
+    src = _R26 + "cold_early_call2.json"
+    return [zoo_cold_row("26, call 2", src, ("opt", "gpt2"), tool, what) for tool, what in (
+        ("nb", "precompile"),
+        ("nb+early2", "precompile with each kernel sent to a thread at its definition, at "
+                      "most 2 threads until the code generation ends (experiment)"),
+        ("nb+early", "precompile with each kernel sent to a thread at its definition, 8 "
+                     "threads (experiment)"))]
 _THREADS_EXPERIMENT = ("precompile with the kernels met before the compile workers are ready "
                        "compiled on threads (the benchmark-side experiment that preceded Note "
                        "[kernels on threads while the workers start])")
@@ -321,21 +344,25 @@ def zoo_cold_row(rnd: int | str, src: str | tuple[str, ...], cases: tuple[str, .
 
 
 def workload_cold_row(rnd: int | str, src: str | tuple[str, ...], tool: str = "nb",
-                      what: str = "precompile") -> tuple[str, str, str]:
+                      what: str = "precompile", bn_straight: bool = True
+                      ) -> tuple[str, str, str]:
     """Cold precompile (cold_split.py's `tool`, named `what`) against torch.compile on the
     benchmark workloads in the device calls of round `rnd` (benchmarks/cold_split.py
-    --workloads, one run each; a workload's two rows come from one file)."""
+    --workloads, one run each; a workload's two rows come from one file). `bn_straight`:
+    the CNN's row was measured with cuDNN's BatchNorm handed straight to Inductor (rounds
+    18-21), not as the shipped tree does it (round 26)."""
     srcs = (src,) if isinstance(src, str) else src
     files = [json.loads((ROOT / f).read_text()) for f in srcs]
+    star = "*" if bn_straight else ""
     parts = [f"{name} {rows[f'{name}:{tool}'][0]['total'] / rows[f'{name}:tc'][0]['total']:.2f}"
-             + ("*" if name == "cnn_bn_train" else "")
+             + (star if name == "cnn_bn_train" else "")
              for name in ("tiny_mlp", "transformer_infer", "transformer_train", "cnn_bn_train",
                           "gpt_step") for rows in files
              if f"{name}:{tool}" in rows and f"{name}:tc" in rows]
+    note = (" (*: measured with cuDNN's BatchNorm handed straight to Inductor, which the "
+            "shipped tree leaves to AOTAutograd)" if bn_straight else "")
     return (f"benchmark workloads, round {rnd}, cold: {what} / torch.compile compile + "
-            "first call, one run each (*: measured with cuDNN's BatchNorm handed straight to "
-            "Inductor, which the shipped tree leaves to AOTAutograd)", ", ".join(parts),
-            "`, `".join(srcs))
+            f"first call, one run each{note}", ", ".join(parts), "`, `".join(srcs))
 
 
 def collector_row(src: str) -> tuple[str, str, str]:
