@@ -15,8 +15,9 @@ from .scoped_patch import ScopedPatch, switched_off
 
 # Note [kernels on threads while the workers start]
 #   Inductor hands each Triton kernel to its compile workers only once they say they are
-#   ready (AsyncCompile.use_process_pool, 2.11-2.15); until then it compiles the kernel in
-#   this process at once, one after another, each blocking the code generation of the rest.
+#   ready (AsyncCompile.use_process_pool, 2.11-2.15): at the kernel's definition in the code
+#   generation if they are ready then, else when the generated module loads, after the whole
+#   code generation, where it compiles each such kernel in this process, one after another.
 #   Even started with the capture (Note [compile workers start with the capture]), the workers
 #   were ready 2-5 s after the first kernel on the H200's training steps, and the rows that
 #   compiled 13-19 kernels that way were the slow ones (benchmarks/results/h200_round20).
@@ -25,7 +26,7 @@ from .scoped_patch import ScopedPatch, switched_off
 #   lowers, a kernel that would compile in this process goes to a thread instead, which does
 #   what a worker does: load the kernel's module and compile every configuration into Triton's
 #   cache on disk (_worker_compile_triton's load_kernel().precompile(warm_cache_only=True)).
-#   Inductor gets a future at once and generates the next kernels. When the module waits for
+#   Inductor gets a future at once and goes on to the next kernel. When the module waits for
 #   its kernels (AsyncCompile.wait, on the compiling thread) the future waits for that thread,
 #   then runs Inductor's own in-process path for the kernel, unchanged, which finds every
 #   configuration in Triton's cache: the kernel object, its compile id and Inductor's records
@@ -60,6 +61,10 @@ from .scoped_patch import ScopedPatch, switched_off
 #   against 3.7 and 4.5 s; torch.compile 14.7 s); OPT's training step 11.3 against 13.0 s
 #   (39 kernels, that phase 4.8 against 6.1 s). Then as here, before the in-process answer
 #   above: OPT 12.3 s against torch.compile's 15.9 s, all 39 kernels on threads.
+#   Sending each kernel to a thread at its definition instead (benchmarks/cold_split.py's
+#   nb+early, round 26, H200: OPT and GPT-2 training steps) started the first kernel 0.5-1.6 s
+#   sooner, but the code generation, sharing the interpreter with the threads, grew by about
+#   as much: no net gain in one run each (benchmarks/results/h200_round26), so not taken.
 #   PRECOMPILE_NB_KERNEL_THREADS=0 (or off, false, no) compiles those kernels as Inductor does.
 _NAMES = ("_load_triton_kernel_from_source", "CompiledTritonKernels", "CodeCacheFuture",
           "LambdaFuture", "get_compile_threads")
