@@ -169,22 +169,36 @@ def keep(path: str | None, lowered: Lowered) -> None:
     if path is None:
         return
     literal = _literal(lowered)
-    text = repr(literal)
-    try:
-        if ast.literal_eval(text) != literal:  # e.g. a float inf: kept only what reads back
-            return
-    except (ValueError, SyntaxError):
+    text = _read_back(literal)
+    if text is None:
         return
     envelope = _cache.pack(text, "inductor", lowered.files)
     data = text.encode("utf-8")
+    if _written(path, "entry-", b"".join((_MAGIC, struct.pack(">Q", len(data)), data,
+                                          envelope))):
+        with contextlib.suppress(OSError):
+            _trim(os.path.dirname(os.path.dirname(path)))
+
+
+def _read_back(literal: dict[str, Any]) -> str | None:
+    """`literal` as the text an entry or record holds; None where that text does not read
+    back equal (e.g. a float inf): only what reads back is kept."""
+    text = repr(literal)
+    try:
+        return text if ast.literal_eval(text) == literal else None
+    except (ValueError, SyntaxError):
+        return None
+
+
+def _written(path: str, prefix: str, data: bytes) -> bool:
+    """Whether `data` is now the file at `path`, whole (written beside it, then moved); a
+    store that cannot be written loses only the saving."""
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = _cache.write_temp(os.path.dirname(path), "entry-", b"".join(
-            (_MAGIC, struct.pack(">Q", len(data)), data, envelope)))
-        os.replace(tmp, path)
-        _trim(os.path.dirname(os.path.dirname(path)))
+        os.replace(_cache.write_temp(os.path.dirname(path), prefix, data), path)
     except OSError:
-        return
+        return False
+    return True
 
 
 def taken_early(path: str | None, t0: float) -> Lowered | None:
@@ -225,20 +239,13 @@ def keep_early(path: str | None, entry: str | None, lowered: Lowered) -> None:
     literal = {"entry": os.path.basename(entry)[:-len(_SUFFIX)],
                "convention": lowered.convention.to_literal(),
                "rewrites": {k: list(v) for k, v in lowered.rewrites.items()}}
-    text = repr(literal)
+    text = _read_back(literal)
     try:
-        if ast.literal_eval(text) != literal or decode(literal["convention"]) != \
-                lowered.convention:
+        if text is None or decode(literal["convention"]) != lowered.convention:
             return
-    except (ValueError, SyntaxError, PrecompileError):
+    except (ValueError, PrecompileError):
         return
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = _cache.write_temp(os.path.dirname(path), "record-",
-                                _EARLY_MAGIC + text.encode("utf-8"))
-        os.replace(tmp, path)
-    except OSError:
-        return
+    _written(path, "record-", _EARLY_MAGIC + text.encode("utf-8"))
 
 
 def _literal(lw: Lowered) -> dict[str, Any]:
