@@ -32,6 +32,13 @@ collections and their seconds in every row, `rss_peak_mb` the process's peak res
 the steady timing where asked, and the exit: round 21 saw rows take ~50 s of a device call
 for totals of 12-25 s).
 
+precompile_nb forks Inductor's compile workers from the compiling process for each build
+(Note [compile workers forked for a build]); `nb+sidecar` starts them as Inductor does by
+default, from a fresh sidecar interpreter (PRECOMPILE_NB_FORK_WORKERS=0). `+fork` sets
+Inductor's own fork start (TORCHINDUCTOR_WORKER_START=fork: workers at its priority, kept for
+the process, for precompile_nb as for torch.compile); `+ct=N`
+sets Inductor's compile threads (TORCHINDUCTOR_COMPILE_THREADS, the number of workers) to N.
+
 `nb+nosetup` leaves Triton's driver and source hash to the lowering, as before Note [Triton's
 set-up while the capture runs] (PRECOMPILE_NB_TRITON_SETUP=0).
 
@@ -358,8 +365,13 @@ def run(case: str, tool: str, device: str, sources: str = "", steady: int = 0,
             env["PRECOMPILE_NB_TRITON_SETUP"] = "0"  # while the capture runs])
         if "+gcon" in tool:  # automatic collection left on during the build (Note [the
             env["PRECOMPILE_NB_GC_PAUSE"] = "0"  # collector pauses for a build])
-        if "+fork" in tool:  # compile workers forked from this process, not a fresh sidecar
+        if "+fork" in tool:  # Inductor's own fork start (precompile then leaves it alone)
             env["TORCHINDUCTOR_WORKER_START"] = "fork"
+        if "+sidecar" in tool:  # Inductor's sidecar, as before Note [compile workers forked
+            env["PRECOMPILE_NB_FORK_WORKERS"] = "0"  # for a build]
+        m = re.search(r"\+ct=(\d+)", tool)  # Inductor's compile workers (and threads): N
+        if m:
+            env["TORCHINDUCTOR_COMPILE_THREADS"] = m.group(1)
         m = re.search(r"\+pieces=(\d+)", tool)
         if m:
             env["PRECOMPILE_NB_PIECES"] = m.group(1)

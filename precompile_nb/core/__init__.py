@@ -152,8 +152,9 @@ def build(fn: Callable, *example_inputs: Any, backend: str = "inductor",
                                                         decompositions=decompositions,
                                                         data_guards=data_guards))
             lowered = stage("lower", lambda: lower(captured, backend, tune_sizes=sizes))
-        finally:
-            pieces.stop_workers()  # every early worker the lowering did not take
+        finally:  # every early worker the lowering did not take, and the compile workers
+            pieces.stop_workers()  # forked for it (Note [compile workers forked for a build])
+            _compat.stop_forked_workers()
     captured = dataclasses.replace(captured, example_tensors=())  # no reference to the example
     python_code = stage("emit", lambda: emit(captured, lowered))
     cache = stage("pack", lambda: pack(python_code, backend, lowered.files + (

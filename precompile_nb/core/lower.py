@@ -242,6 +242,8 @@ def _by_inductor(c: Captured, fgm: torch.fx.GraphModule, fake_inputs: list, may_
     """Inductor's module of the functional graph `fgm`, its compiled files, and for CUDA its
     launch records and autotuning (convention, rewrites and seconds are the caller's)."""
     cuda = any(isinstance(t, torch.Tensor) and t.device.type == "cuda" for t in fake_inputs)
+    if cuda:  # Note [compile workers forked for a build]
+        _compat.workers_for_graph(sum(n.op == "call_function" for n in fgm.graph.nodes))
     launches: dict[str, dict] = {}
     # Notes [C++ kernels built once], [Triton kernels compiled once]: outside the private dir
     store = _compat.kernel_store_dir()

@@ -56,13 +56,24 @@ def test_cuda_fresh_process_warm_load_compiles_nothing(cuda_art, tmp_path):
           f"cold {cold['seconds']:.2f}s")
 
 
-def test_cuda_precompile_starts_the_compile_workers_before_the_capture(tmp_path):
-    """Note [compile workers start with the capture]: the Triton compile pool is starting
-    while fn is traced, so kernels do not compile one by one in this process while it
-    starts (what torch.compile does too; the cold time is in benchmarks/cold_split.py), and
-    its workers are handed jobs that import Triton's compiler (two workers here: 12 jobs)."""
-    seen = compile_pool_at_capture("cuda", tmp_path)
-    assert seen == {"pool": True, "jobs": 12, "match": True}, seen
+@pytest.mark.parametrize("fork", ["1", "0"])
+def test_cuda_precompile_starts_the_compile_workers_before_the_capture(tmp_path, fork):
+    """Note [compile workers start with the capture]: Inductor's Triton compile pool (its
+    sidecar) is starting while fn is traced, so kernels do not compile one by one in this
+    process while it starts (torch.compile starts it too; the cold time is in
+    benchmarks/cold_split.py), and its workers are handed jobs that import Triton's compiler
+    (two workers: 12 jobs). Where the lowering may fork the workers instead (Note [compile
+    workers forked for a build]), a small graph starts the sidecar there."""
+    seen = compile_pool_at_capture("cuda", tmp_path, {"PRECOMPILE_NB_FORK_WORKERS": fork})
+    assert seen == {"pool": fork == "0", "jobs": 12, "forked": False, "match": True}, seen
+
+
+def test_cuda_a_large_graph_forks_its_compile_workers(tmp_path):
+    """Note [compile workers forked for a build]: ready at once, ended with the build, and the
+    result is eager's."""
+    seen = compile_pool_at_capture("cuda", tmp_path, {"PRECOMPILE_NB_FORK_WORKERS": "1"},
+                                   ops=80)
+    assert seen == {"pool": False, "jobs": 0, "forked": True, "match": True}, seen
 
 
 def test_cuda_layout_mismatch_is_a_precompile_error(cuda_art):

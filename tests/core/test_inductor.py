@@ -274,34 +274,45 @@ def test_a_load_beside_another_threads_precompile_stays_on_the_warm_path(monkeyp
     torch.testing.assert_close(f(x), (x * 3).sigmoid())
 
 
-def compile_pool_at_capture(device: str, tmp: Path) -> dict:
-    """In a fresh process: precompile a small function on `device` and report whether
-    Inductor's Triton compile pool existed when the capture began, how many import jobs its
-    workers were handed, and the result's match."""
+def compile_pool_at_capture(device: str, tmp: Path, env: dict | None = None,
+                            ops: int = 2) -> dict:
+    """In a fresh process: precompile a function of about `ops` operations on `device` and
+    report whether Inductor's Triton compile pool existed when the capture began, how many
+    import jobs its workers were handed, whether the build ended workers it forked (Note
+    [compile workers forked for a build]), and the result's match."""
     code = f"""
         import json, torch
         import precompile_nb.core.capture as cap
         from torch._inductor.async_compile import AsyncCompile
         from precompile_nb import precompile
         from precompile_nb.core import _compat
-        seen = {{"jobs": 0}}
+        seen = {{"jobs": 0, "forked": False}}
         real, start = cap.capture, _compat.start_compile_workers
+        at_lowering, stop = _compat.workers_for_graph, _compat.stop_forked_workers
         def spy(*a, **k):
             seen["pool"] = AsyncCompile.process_pool.cache_info().currsize > 0
             return real(*a, **k)
-        def counted():
-            jobs = start()
+        def counted(*a):
+            jobs = (at_lowering if a else start)(*a)
             seen["jobs"] += jobs
             return jobs
+        def stopped():
+            seen["forked"] |= stop()
         cap.capture, _compat.start_compile_workers = spy, counted
+        _compat.workers_for_graph, _compat.stop_forked_workers = counted, stopped
+        def fn(x):
+            for _ in range({ops} // 2):
+                x = (x.sin() * 2).softmax(-1)
+            return x
         x = torch.randn(64, 32, device={device!r})
-        code, cache = precompile(lambda x: (x.sin() * 2).softmax(-1), x)
+        code, cache = precompile(fn, x)
         f = precompile.load(code, cache)
-        seen["match"] = bool(torch.allclose(f(x), (x.sin() * 2).softmax(-1)))
+        seen["match"] = bool(torch.allclose(f(x), fn(x)))
         print(json.dumps(seen))
     """
     r = run_fresh(code, env={"TORCHINDUCTOR_CACHE_DIR": str(tmp / "ind"),
-                             "TORCHINDUCTOR_COMPILE_THREADS": "2", "TORCH_WARM_POOL": "1"})
+                             "TORCHINDUCTOR_COMPILE_THREADS": "2", "TORCH_WARM_POOL": "1",
+                             **(env or {})})
     assert r.returncode == 0, r.stderr[-3000:]
     return json.loads(r.stdout.strip().splitlines()[-1])
 
@@ -311,5 +322,5 @@ def test_a_cpu_precompile_starts_no_triton_compile_workers(tmp_path):
     (C++ kernels do not use it); where Triton is installed (the torch 2.15 leg) a CPU
     precompile must not spawn idle worker processes."""
     pytest.importorskip("triton")
-    seen = compile_pool_at_capture("cpu", tmp_path)
-    assert seen == {"pool": False, "jobs": 0, "match": True}, seen
+    seen = compile_pool_at_capture("cpu", tmp_path, ops=80)
+    assert seen == {"pool": False, "jobs": 0, "forked": False, "match": True}, seen

@@ -2,7 +2,12 @@
 set-up, both started with the capture (the checked versions are named beside each)."""
 from __future__ import annotations
 
+import contextlib
+import functools
+import os
 import threading
+from collections.abc import Iterator
+from typing import Any
 
 from .scoped_patch import switched_off
 
@@ -41,31 +46,173 @@ _warmed: list[bool] = []  # one entry once this process handed its workers the i
 
 
 def start_compile_workers() -> int:
-    """Start Inductor's Triton compile pool now and have its workers import what their first
-    compile imports (Note [compile workers start with the capture]); a no-op where
-    torch.compile would not start the pool either. Returns how many import jobs it handed
-    the workers (0 where none: no pool, or handed before in this process)."""
+    """Before the capture: start Inductor's Triton compile pool (its sidecar, whose workers
+    are then handed jobs that import what their first compile imports: Note [compile workers
+    start with the capture]), unless the lowering may fork the workers instead (Note [compile
+    workers forked for a build]); a no-op where torch.compile would not start the pool either.
+    Returns how many import jobs it handed the workers (0 where none: no pool, left to the
+    lowering, or handed before in this process)."""
     try:
-        from torch._inductor.async_compile import AsyncCompile, maybe_warm_pool
+        from torch._inductor.async_compile import AsyncCompile
     except ImportError:  # a torch without it: the pool starts at the first kernel, as before
         return 0
     try:
-        maybe_warm_pool()
-        # 2.11-2.15: set once maybe_warm_pool started the pool (not on CPU, TORCH_WARM_POOL=0)
-        if _warmed or getattr(AsyncCompile, "_ready_future", None) is None:
-            return 0
-        _warmed.append(True)
-        import pkgutil
-
-        from torch._inductor.async_compile import get_compile_threads
-
-        pool = AsyncCompile.process_pool()
-        jobs = list(WARM_MODULES) * get_compile_threads()  # each worker likely takes some
-        for name in jobs:  # a module absent there only fails its own job, which nothing reads
-            pool.submit(pkgutil.resolve_name, name + ":__name__")
-        return len(jobs)
+        return 0 if _fork_chosen(AsyncCompile) else _start_sidecar(AsyncCompile)
     except Exception:  # noqa: BLE001 - only a head start: the lower stage starts the pool
         return 0  # itself at its first kernel, and reports a failure there as a PrecompileError
+
+
+def workers_for_graph(ops: int) -> int:
+    """When Inductor is about to compile a CUDA graph of `ops` operations: fork the compile
+    workers where Note [compile workers forked for a build] says so, else start Inductor's
+    sidecar as start_compile_workers does (a no-op where it started it). Returns how many
+    import jobs that handed the workers."""
+    try:
+        from torch._inductor.async_compile import AsyncCompile, maybe_warm_pool
+    except ImportError:
+        return 0
+    try:
+        if (ops < FORK_MIN_OPS or threading.current_thread() is not threading.main_thread()
+                or not _fork_chosen(AsyncCompile) or not _setup_done(timeout=30.0)):
+            return _start_sidecar(AsyncCompile)
+        _import_worker_modules()  # before the fork: the workers find them imported
+        with _forked_start():
+            maybe_warm_pool()
+        if getattr(AsyncCompile, "_ready_future", None) is not None:
+            _FORKED.append(AsyncCompile.process_pool())
+        return 0
+    except Exception:  # noqa: BLE001 - as in start_compile_workers
+        return 0
+
+
+def _start_sidecar(async_compile_cls: Any) -> int:
+    from torch._inductor.async_compile import maybe_warm_pool
+
+    maybe_warm_pool()
+    # 2.11-2.15: set once maybe_warm_pool started the pool (not on CPU, TORCH_WARM_POOL=0)
+    if _warmed or getattr(async_compile_cls, "_ready_future", None) is None:
+        return 0
+    _warmed.append(True)
+    import pkgutil
+
+    from torch._inductor.async_compile import get_compile_threads
+
+    pool = async_compile_cls.process_pool()
+    jobs = list(WARM_MODULES) * get_compile_threads()  # each worker likely takes some
+    for name in jobs:  # a module absent there only fails its own job, which nothing reads
+        pool.submit(pkgutil.resolve_name, name + ":__name__")
+    return len(jobs)
+
+
+# Note [compile workers forked for a build]
+#   Inductor's workers hang off a sidecar, a fresh interpreter that imports torch and
+#   Inductor before it takes a job: ready 7.5-10 s after the start on the H200's zoo steps
+#   (benchmarks/results/h200_round26), by which time the code generation is over and its
+#   kernels have compiled on threads of this process, which share its interpreter (Note
+#   [kernels on threads while the workers start]). Workers forked from this process have all
+#   of that imported at once. Inductor has this start itself (worker_start_method="fork");
+#   precompile takes it for a CUDA graph that Inductor is about to compile (not one found in
+#   the lowering store) where nothing else chose: no pool in this process yet, no
+#   TORCHINDUCTOR_WORKER_START set and the config at its default, Linux, not a daemon process
+#   (which may not have children). It forks from the main thread, once Triton's set-up
+#   thread has ended (Note [Triton's set-up while the capture runs]): a fork copies only the
+#   forking thread, and a lock another thread held (a module it was importing) would stay
+#   held in every worker; the workers also inherit the set-up, which each would otherwise
+#   redo at its first kernel. A graph of fewer than FORK_MIN_OPS operations keeps the
+#   sidecar: its few kernels compile on threads about as soon, and the forks (one per core)
+#   are a cost of their own: forked before the capture for every graph, the tiny MLP's
+#   precompile took 2.5 s against torch.compile's 2.3 s on an H100, 0.6 s of it before the
+#   capture, and its one kernel, compiled in a worker without Triton's set-up, 0.6 s
+#   (benchmarks/results/h100_round27). The workers run at a lower priority (nice 5): they compile while
+#   this process lowers and generates code, and where both want the cores the lowering, which
+#   the result waits for, goes first. A fork shares this process's memory page by page until
+#   either side writes to a page, so the workers would keep the pages this process rewrites
+#   alive for as long as they live: they end with the build (Inductor starts its own pool
+#   where a later compile needs one). The fork copies no CUDA state a worker uses: a Triton
+#   compile for a known target touches no device (Inductor's fork start computes the
+#   device's properties before it forks, for the same reason).
+#   PRECOMPILE_NB_FORK_WORKERS=0 (or off, false, no) keeps Inductor's sidecar.
+FORK_MIN_OPS = 32
+_FORKED: list[Any] = []  # the pool workers_for_graph forked, until stop_forked_workers
+_NICE = 5
+
+
+def _fork_chosen(async_compile_cls: Any) -> bool:
+    import multiprocessing
+    import sys
+
+    from torch._inductor import config
+
+    cached = getattr(async_compile_cls.process_pool, "cache_info", None)
+    return (sys.platform.startswith("linux") and not switched_off("PRECOMPILE_NB_FORK_WORKERS")
+            and "TORCHINDUCTOR_WORKER_START" not in os.environ
+            and getattr(config, "worker_start_method", None) == "subprocess"
+            and cached is not None and cached().currsize == 0
+            and not multiprocessing.current_process().daemon)
+
+
+def _import_worker_modules() -> None:
+    import importlib
+
+    for name in WARM_MODULES:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - a worker imports it at its first job, as before
+            pass
+
+
+def _niced(initializer: Any, *args: Any) -> None:
+    """A forked worker's start: a lower priority, then Inductor's own initializer."""
+    try:
+        os.nice(_NICE)
+    except OSError:
+        pass
+    initializer(*args)
+
+
+@contextlib.contextmanager
+def _forked_start() -> Iterator[None]:
+    """While Inductor creates its pool: forked workers (2.11-2.15's worker_start_method), each
+    starting through _niced (async_compile._async_compile_initializer, 2.11-2.15)."""
+    import warnings
+
+    import torch._inductor.async_compile as ac
+    from torch._inductor import config
+
+    initializer = getattr(ac, "_async_compile_initializer", None)
+    if initializer is not None:
+        ac._async_compile_initializer = functools.partial(_niced, initializer)
+    try:
+        with config.patch(worker_start_method="fork"), warnings.catch_warnings():
+            # Python 3.12 warns of any fork in a process with threads (CUDA's, a notebook's)
+            warnings.filterwarnings("ignore", message=".*multi-threaded.*fork",
+                                    category=DeprecationWarning)
+            yield
+    finally:
+        if initializer is not None:
+            ac._async_compile_initializer = initializer
+
+
+def stop_forked_workers() -> bool:
+    """End the workers workers_for_graph forked (Note [compile workers forked for a
+    build]) where they are still Inductor's pool, and forget them there; True where it
+    ended some."""
+    stopped = False
+    while _FORKED:
+        pool = _FORKED.pop()
+        try:
+            import torch._inductor.async_compile as ac
+
+            current = ac.AsyncCompile.process_pool
+            if current.cache_info().currsize and current() is pool:
+                current.cache_clear()
+                ac.AsyncCompile._ready_future = None
+                getattr(ac, "_pool_set", set()).discard(pool)
+            pool.shutdown(wait=False, cancel_futures=True)
+            stopped = True
+        except Exception:  # noqa: BLE001 - workers left running end with this process
+            pass
+    return stopped
 
 
 # Note [Triton's set-up while the capture runs]
@@ -94,6 +241,14 @@ def start_compile_workers() -> int:
 #   0.40 s without the thread, code generation 0.29 against 0.43 s.
 #   PRECOMPILE_NB_TRITON_SETUP=0 (or off, false, no) leaves both to the lowering.
 _SETUP: list[threading.Thread] = []
+
+
+def _setup_done(timeout: float) -> bool:
+    """Whether Triton's set-up thread (if any) has ended, waiting up to `timeout` s: a fork
+    must not copy a thread's half-done import or build."""
+    for t in _SETUP:
+        t.join(timeout)
+    return not any(t.is_alive() for t in _SETUP)
 
 
 def start_triton_setup(device_index: int) -> bool:

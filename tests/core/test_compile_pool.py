@@ -1,0 +1,81 @@
+"""Note [compile workers forked for a build]: where nothing else chose how Inductor starts its
+Triton compile workers, precompile forks them from the compiling process for a graph of many
+operations (ready at once, at a lower priority) and ends them with the build; a small graph, a
+user's own choice, or the switch keeps Inductor's sidecar. Each case runs in a fresh process (the pool is one per process); they need
+Triton installed (the torch 2.15 leg, the GPU machine), not a GPU: the workers only start."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import run_fresh
+
+pytest.importorskip("triton")
+
+_CHILD = r"""
+import json, os, time
+import torch
+from torch._inductor.async_compile import AsyncCompile
+from torch._inductor.compile_worker.subproc_pool import SubprocPool
+from precompile_nb.core._compat import compile_pool
+
+def children():
+    out = set()
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/children") as f:
+                out |= {int(p) for p in f.read().split()}
+        except FileNotFoundError:  # a thread that ended meanwhile
+            pass
+    return out
+
+early = compile_pool.start_compile_workers()  # before the capture
+at_capture = AsyncCompile.process_pool.cache_info().currsize > 0
+jobs = early + compile_pool.workers_for_graph(int(os.environ["OPS"]))  # at the lowering
+pool = AsyncCompile.process_pool()
+AsyncCompile._ready_future.result(timeout=300)
+seen = {"at_capture": at_capture, "jobs": jobs, "sidecar": isinstance(pool, SubprocPool),
+        "parent_is_us": pool.submit(os.getppid).result(timeout=300) == os.getpid(),
+        "nice_above_ours": pool.submit(os.nice, 0).result(timeout=300) - os.nice(0)}
+workers = children()
+seen["stopped"] = compile_pool.stop_forked_workers()
+seen["pool_forgotten"] = AsyncCompile.process_pool.cache_info().currsize == 0
+deadline = time.monotonic() + 120
+while seen["stopped"] and workers & children() and time.monotonic() < deadline:
+    time.sleep(0.2)
+seen["workers_left"] = len(workers & children()) if seen["stopped"] else -1
+print(json.dumps(seen))
+"""
+
+
+def _run(env: dict[str, str]) -> dict:
+    r = run_fresh(_CHILD, env={"TORCHINDUCTOR_COMPILE_THREADS": "2", "TORCH_WARM_POOL": "1",
+                               **env}, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_a_large_graphs_workers_are_forked_niced_and_end_with_the_build(monkeypatch):
+    monkeypatch.delenv("TORCHINDUCTOR_WORKER_START", raising=False)
+    seen = _run({"PRECOMPILE_NB_FORK_WORKERS": "1", "OPS": "1000"})
+    # nothing started before the capture: the lowering forks, knowing the graph
+    assert seen == {"at_capture": False, "jobs": 0, "sidecar": False, "parent_is_us": True,
+                    "nice_above_ours": 5, "stopped": True, "pool_forgotten": True,
+                    "workers_left": 0}, seen
+
+
+@pytest.mark.parametrize("env", [{"PRECOMPILE_NB_FORK_WORKERS": "0", "OPS": "1000"},
+                                 {"TORCHINDUCTOR_WORKER_START": "subprocess", "OPS": "1000"},
+                                 {"PRECOMPILE_NB_FORK_WORKERS": "1", "OPS": "3"}],
+                         ids=["switch-off", "user-chose-subprocess", "small-graph"])
+def test_a_choice_made_elsewhere_or_a_small_graph_keeps_inductors_sidecar(env, monkeypatch):
+    if "TORCHINDUCTOR_WORKER_START" not in env:
+        monkeypatch.delenv("TORCHINDUCTOR_WORKER_START", raising=False)
+    seen = _run(env)
+    # the sidecar's workers are its children, not ours; they get the import jobs, and stay
+    assert seen["sidecar"] and not seen["parent_is_us"], seen
+    # started before the capture where nothing can fork later, else at the lowering
+    assert seen["at_capture"] == (env["OPS"] == "1000"), seen
+    assert seen["jobs"] > 0 and seen["nice_above_ours"] == 0, seen
+    assert not seen["stopped"] and not seen["pool_forgotten"], seen
