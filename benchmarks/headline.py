@@ -154,7 +154,8 @@ def gpu_rows() -> list[tuple[str, str, str]]:
                                               " row cut by the call's end)", tuple(
                                                   _R26 + f for f in ("cold_workloads_call3.json",
                                                                      "cold_workloads_call4.json"
-                                                                     )), bn_straight=False)]
+                                                                     )), bn_straight=False),
+                                          *forked_round27_rows()]
 
 
 _R15 = "benchmarks/results/h200_round15/cold_call1.json"
@@ -181,6 +182,22 @@ def early_round26_rows() -> list[tuple[str, str, str]]:
                       "most 2 threads until the code generation ends (experiment)"),
         ("nb+early", "precompile with each kernel sent to a thread at its definition, 8 "
                      "threads (experiment)"))]
+_R27 = "benchmarks/results/h100_round27/"  # Note [compile workers forked for a build]
+
+
+def forked_round27_rows() -> list[tuple[str, str, str]]:
+    """Round 27 (an H100): the compile workers forked before the capture for every CUDA graph
+    (the first version of Note [compile workers forked for a build]; the shipped one forks
+    at the lowering, for graphs of 32 operations or more)."""
+    what = ("precompile with its compile workers forked before the capture (first version, "
+            "H100)")
+    return [zoo_cold_row("27, calls 1-2", (_R27 + "cold_zoo_call1.json",
+                                           _R27 + "cold_zoo_call2.json"),
+                         ("gpt2", "timm_deit", "opt", "electra", "distilbert"), "nb", what),
+            workload_cold_row("27, call 2", _R27 + "cold_workloads_call2.json", "nb", what,
+                              bn_straight=False)]
+
+
 _THREADS_EXPERIMENT = ("precompile with the kernels met before the compile workers are ready "
                        "compiled on threads (the benchmark-side experiment that preceded Note "
                        "[kernels on threads while the workers start])")

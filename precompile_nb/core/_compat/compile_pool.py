@@ -38,6 +38,8 @@ from .scoped_patch import switched_off
 #   capture and lowering go on (round 13, benchmarks/results/h200_round13): llama's training
 #   step 15.8 -> 13.1 s and 13.9 -> 12.2 s in two pairs, its wait for the kernels after code
 #   generation (autotune_now) 2.8 -> 1.4 s; bert's 18.1 -> 18.3 s, its wait 3.0 -> 1.4 s.
+#   Where the lowering may fork the workers instead (Note [compile workers forked for a
+#   build]), nothing starts before the capture: the lowering forks them, or starts the sidecar.
 WARM_MODULES = ("triton.language", "triton.compiler.compiler",
                 "triton.backends.nvidia.compiler", "triton.backends.nvidia.driver",
                 "torch._inductor.runtime.triton_helpers",
@@ -70,6 +72,8 @@ def workers_for_graph(ops: int) -> int:
     try:
         from torch._inductor.async_compile import AsyncCompile, maybe_warm_pool
     except ImportError:
+        return 0
+    if _FORKED:  # forked for this build already (a lowering tried again under a guard)
         return 0
     try:
         if (ops < FORK_MIN_OPS or threading.current_thread() is not threading.main_thread()
@@ -123,14 +127,17 @@ def _start_sidecar(async_compile_cls: Any) -> int:
 #   are a cost of their own: forked before the capture for every graph, the tiny MLP's
 #   precompile took 2.5 s against torch.compile's 2.3 s on an H100, 0.6 s of it before the
 #   capture, and its one kernel, compiled in a worker without Triton's set-up, 0.6 s
-#   (benchmarks/results/h100_round27). The workers run at a lower priority (nice 5): they compile while
-#   this process lowers and generates code, and where both want the cores the lowering, which
-#   the result waits for, goes first. A fork shares this process's memory page by page until
-#   either side writes to a page, so the workers would keep the pages this process rewrites
-#   alive for as long as they live: they end with the build (Inductor starts its own pool
-#   where a later compile needs one). The fork copies no CUDA state a worker uses: a Triton
-#   compile for a known target touches no device (Inductor's fork start computes the
-#   device's properties before it forks, for the same reason).
+#   (benchmarks/results/h100_round27, where the zoo steps forked that way took 0.62-0.75 of
+#   torch.compile's time; the fork at the lowering has not yet run on a GPU). The workers run
+#   at a lower priority (nice 5): they compile while this process lowers and generates code,
+#   and where both want the cores the lowering, which the result waits for, goes first. A
+#   fork shares this process's memory page by page until either side writes to a page, so
+#   the workers would keep the pages this process rewrites alive for as long as they live:
+#   they end with the build (Inductor starts its own pool where a later compile needs one).
+#   The fork copies no CUDA state a worker uses: a Triton compile for a known target touches
+#   no device (Inductor's fork start computes the device's properties before it forks, for
+#   the same reason). The workers also inherit the paused collector (Note [the collector
+#   pauses for a build]); they live no longer than the build.
 #   PRECOMPILE_NB_FORK_WORKERS=0 (or off, false, no) keeps Inductor's sidecar.
 FORK_MIN_OPS = 32
 _FORKED: list[Any] = []  # the pool workers_for_graph forked, until stop_forked_workers
