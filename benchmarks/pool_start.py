@@ -9,9 +9,14 @@ script times, each in a fresh process with empty caches:
 - the sidecar's own steps, one by one, as a fresh interpreter pays them: importing torch,
   importing Inductor's async_compile, CUDA's device properties, Triton's key (a hash of its
   installed files);
-- `triton_compile_s`: one small kernel compiled in a process, for scale.
+- `triton_compile_s`: one small kernel compiled in a process, for scale;
+- `precompile_start_{forked,sidecar}_{0,2000}mb`: the workers precompile starts for a large
+  CUDA graph (compile_pool.workers_for_graph), forked from the process (Note [compile workers
+  forked for a build]) and Inductor's sidecar (PRECOMPILE_NB_FORK_WORKERS=0), in a process
+  that holds 0 or 2,000 MB of written memory: the call itself, until the pool says it is
+  ready, and until a first job came back (no GPU needed: Triton installed is enough).
 
-    python benchmarks/pool_start.py [OUT.json]
+    python benchmarks/pool_start.py [OUT.json] [--no-cuda]
 """
 from __future__ import annotations
 
@@ -55,10 +60,30 @@ print(json.dumps({"import_torch": t1 - t0, "import_async_compile": t2 - t1,
 """
 
 
-def _fresh(src: str) -> dict:
+_PRECOMPILE_START = """
+import os, time
+import torch
+ballast = torch.ones(int(os.environ["BALLAST_MB"]) * 2**18)  # written memory, as a model's
+from precompile_nb.core._compat import compile_pool
+from torch._inductor.async_compile import AsyncCompile
+t0 = time.perf_counter()
+jobs = compile_pool.workers_for_graph(1000)  # what a CUDA lowering of a large graph calls
+t1 = time.perf_counter()
+AsyncCompile._ready_future.result(timeout=300); t2 = time.perf_counter()
+AsyncCompile.process_pool().submit(os.getpid).result(timeout=300); t3 = time.perf_counter()
+import json
+print(json.dumps({"start_call": t1 - t0, "ready_after_start": t2 - t0,
+                  "first_job_after_start": t3 - t0,
+                  "forked": float(bool(compile_pool.stop_forked_workers()))}))
+"""
+
+
+def _fresh(src: str, env_extra: dict | None = None) -> dict:
     with tempfile.TemporaryDirectory(prefix="pool_start_") as tmp:
         env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=os.path.join(tmp, "inductor"),
-                   TRITON_CACHE_DIR=os.path.join(tmp, "triton"), TMPDIR=tmp)
+                   TRITON_CACHE_DIR=os.path.join(tmp, "triton"), TMPDIR=tmp,
+                   PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                   **(env_extra or {}))
         script = os.path.join(tmp, "step.py")  # a file: triton.jit reads its kernel's source
         with open(script, "w") as f:
             f.write(src)
@@ -70,12 +95,19 @@ def _fresh(src: str) -> dict:
 
 
 def main() -> None:
-    out = {"pool_ready": [_fresh(_READY) for _ in range(2)],
-           "sidecar_steps": [_fresh(_SIDECAR_STEPS) for _ in range(2)],
-           "cpus": os.cpu_count()}
+    out: dict = {"cpus": os.cpu_count()}
+    if "--no-cuda" not in sys.argv:
+        out["pool_ready"] = [_fresh(_READY) for _ in range(2)]
+        out["sidecar_steps"] = [_fresh(_SIDECAR_STEPS) for _ in range(2)]
+    for mb in (0, 2000):  # the workers precompile starts, forked and Inductor's sidecar
+        for how, fork in (("forked", "1"), ("sidecar", "0")):
+            out[f"precompile_start_{how}_{mb}mb"] = [
+                _fresh(_PRECOMPILE_START, {"PRECOMPILE_NB_FORK_WORKERS": fork,
+                                           "BALLAST_MB": str(mb)}) for _ in range(2)]
     print(json.dumps(out, indent=1))
-    if len(sys.argv) > 1:
-        with open(sys.argv[1], "w") as f:
+    paths = [a for a in sys.argv[1:] if not a.startswith("--")]
+    if paths:
+        with open(paths[0], "w") as f:
             json.dump(out, f, indent=1)
 
 

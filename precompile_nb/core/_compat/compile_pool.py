@@ -114,7 +114,9 @@ def _start_sidecar(async_compile_cls: Any) -> int:
 #   (benchmarks/results/h200_round26), by which time the code generation is over and its
 #   kernels have compiled on threads of this process, which share its interpreter (Note
 #   [kernels on threads while the workers start]). Workers forked from this process have all
-#   of that imported at once. Inductor has this start itself (worker_start_method="fork");
+#   of that imported at once (on the 2-core development machine: ready 0.4-0.5 s after the
+#   call against the sidecar's 3.0-3.9 s, benchmarks/results/cpu_round27). Inductor has this
+#   start itself (worker_start_method="fork");
 #   precompile takes it for a CUDA graph that Inductor is about to compile (not one found in
 #   the lowering store) where nothing else chose: no pool in this process yet, no
 #   TORCHINDUCTOR_WORKER_START set and the config at its default, Linux, not a daemon process
