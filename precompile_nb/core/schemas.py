@@ -113,7 +113,8 @@ class Lowered:
     # (Note [Triton kernels compiled once]) and {"on_threads": sent to threads of this
     # process while Inductor's compile workers started, "handed_to_workers": of those, the
     # ones a thread handed to the workers, ready by then} (Note [kernels on threads while the
-    # workers start])
+    # workers start]) and {"forked_workers": compile workers forked from this process for the
+    # build} (Note [compile workers forked for a build])
     builds: Mapping[str, int] = field(default_factory=dict)
     # what precompile rewrote in the graph before Inductor saw it: the rewrite's name ->
     # the capture graph's nodes it rewrote (CONV_1X1_AS_PRODUCTS)

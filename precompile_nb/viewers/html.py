@@ -143,7 +143,7 @@ def _kernel_builds(b: dict[str, Any] | None) -> str:
     how many C++ build products (a kernel's object files and library, the ISA probes) and
     Triton kernels an earlier precompile had made for this one; how many Triton kernels
     compiled on threads of this process because Inductor's compile workers were still
-    starting."""
+    starting; how many compile workers were forked for the build."""
     if not b:
         return ""
     out = ""
@@ -162,6 +162,9 @@ def _kernel_builds(b: dict[str, Any] | None) -> str:
                 "compiled on threads of this process while Inductor's compile workers started"
                 + (f", {esc(handed)} handed to the workers once they were ready" if handed
                    else "") + "</p>")
+    if b.get("forked_workers"):
+        out += (f'<p class="pcnb-muted">Triton compile workers: {esc(b["forked_workers"])} '
+                "forked from this process for the build, ended with it</p>")
     return out
 
 

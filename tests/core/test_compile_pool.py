@@ -39,6 +39,7 @@ seen = {"at_capture": at_capture, "jobs": jobs, "sidecar": isinstance(pool, Subp
         "parent_is_us": pool.submit(os.getppid).result(timeout=300) == os.getpid(),
         "nice_above_ours": pool.submit(os.nice, 0).result(timeout=300) - os.nice(0)}
 workers = children()
+seen["forked_workers"] = compile_pool.forked_worker_count()
 seen["stopped"] = compile_pool.stop_forked_workers()
 seen["pool_forgotten"] = AsyncCompile.process_pool.cache_info().currsize == 0
 deadline = time.monotonic() + 120
@@ -61,8 +62,8 @@ def test_a_large_graphs_workers_are_forked_niced_and_end_with_the_build(monkeypa
     seen = _run({"PRECOMPILE_NB_FORK_WORKERS": "1", "OPS": "1000"})
     # nothing started before the capture: the lowering forks, knowing the graph
     assert seen == {"at_capture": False, "jobs": 0, "sidecar": False, "parent_is_us": True,
-                    "nice_above_ours": 5, "stopped": True, "pool_forgotten": True,
-                    "workers_left": 0}, seen
+                    "nice_above_ours": 5, "forked_workers": 2, "stopped": True,
+                    "pool_forgotten": True, "workers_left": 0}, seen
 
 
 @pytest.mark.parametrize("env", [{"PRECOMPILE_NB_FORK_WORKERS": "0", "OPS": "1000"},
@@ -79,3 +80,4 @@ def test_a_choice_made_elsewhere_or_a_small_graph_keeps_inductors_sidecar(env, m
     assert seen["at_capture"] == (env["OPS"] == "1000"), seen
     assert seen["jobs"] > 0 and seen["nice_above_ours"] == 0, seen
     assert not seen["stopped"] and not seen["pool_forgotten"], seen
+    assert seen["forked_workers"] == 0, seen

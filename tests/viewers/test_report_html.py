@@ -405,6 +405,16 @@ def test_summary_says_how_many_triton_kernels_compiled_on_threads(report_inducto
     assert "handed to the workers" not in text
 
 
+def test_summary_says_the_compile_workers_were_forked_for_the_build(report_inductor):
+    # Note [compile workers forked for a build]
+    data = with_changes(report_inductor, kernel_builds={"triton_compiled": 39,
+                                                        "forked_workers": 16})
+    text = re.sub(r"<[^>]+>", "", html.unescape(panel(render_report_html(data), "summary")))
+    assert ("Triton compile workers: 16 forked from this process for the build, ended with it"
+            in text)
+    assert "compiled on threads" not in text
+
+
 def test_summary_says_how_many_kernels_sent_to_threads_went_to_the_workers(report_inductor):
     data = with_changes(report_inductor, kernel_builds={"on_threads": 39,
                                                         "handed_to_workers": 12})

@@ -83,10 +83,18 @@ def workers_for_graph(ops: int) -> int:
         with _forked_start():
             maybe_warm_pool()
         if getattr(AsyncCompile, "_ready_future", None) is not None:
-            _FORKED.append(AsyncCompile.process_pool())
+            from torch._inductor.async_compile import get_compile_threads
+
+            _FORKED.append((AsyncCompile.process_pool(), get_compile_threads()))
         return 0
     except Exception:  # noqa: BLE001 - as in start_compile_workers
         return 0
+
+
+def forked_worker_count() -> int:
+    """How many compile workers workers_for_graph forked for the build under way (Lowered.
+    builds' "forked_workers"); 0 where it forked none."""
+    return sum(n for _, n in _FORKED)
 
 
 def _start_sidecar(async_compile_cls: Any) -> int:
@@ -142,7 +150,8 @@ def _start_sidecar(async_compile_cls: Any) -> int:
 #   pauses for a build]); they live no longer than the build.
 #   PRECOMPILE_NB_FORK_WORKERS=0 (or off, false, no) keeps Inductor's sidecar.
 FORK_MIN_OPS = 32
-_FORKED: list[Any] = []  # the pool workers_for_graph forked, until stop_forked_workers
+# the pool workers_for_graph forked and its number of workers, until stop_forked_workers
+_FORKED: list[tuple[Any, int]] = []
 _NICE = 5
 
 
@@ -208,7 +217,7 @@ def stop_forked_workers() -> bool:
     ended some."""
     stopped = False
     while _FORKED:
-        pool = _FORKED.pop()
+        pool, _ = _FORKED.pop()
         try:
             import torch._inductor.async_compile as ac
 
