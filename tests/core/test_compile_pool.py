@@ -81,3 +81,55 @@ def test_a_choice_made_elsewhere_or_a_small_graph_keeps_inductors_sidecar(env, m
     assert seen["jobs"] > 0 and seen["nice_above_ours"] == 0, seen
     assert not seen["stopped"] and not seen["pool_forgotten"], seen
     assert seen["forked_workers"] == 0, seen
+
+
+_FORK_FAILS = r"""
+import errno, json, os, time
+import torch
+from torch._inductor.async_compile import AsyncCompile
+from torch._inductor.compile_worker.subproc_pool import SubprocPool
+from precompile_nb.core._compat import compile_pool
+
+real_fork, forks = os.fork, []
+def failing_fork():  # the second fork finds no memory for the copy
+    forks.append(1)
+    if len(forks) > 1:
+        raise OSError(errno.ENOMEM, "Cannot allocate memory")
+    return real_fork()
+os.fork = failing_fork
+jobs = compile_pool.workers_for_graph(1000)
+os.fork = real_fork
+pool = AsyncCompile.process_pool()
+AsyncCompile._ready_future.result(timeout=300)
+mine = set()
+deadline = time.monotonic() + 60
+while time.monotonic() < deadline:  # what is left of the failed pool: none of our children
+    mine = set()
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/children") as f:
+                mine |= {int(p) for p in f.read().split()}
+        except FileNotFoundError:
+            pass
+    if mine <= {pool.process.pid}:
+        break
+    time.sleep(0.2)
+print(json.dumps({"forks_tried": len(forks), "sidecar": isinstance(pool, SubprocPool),
+                  "jobs": jobs, "forked_workers": compile_pool.forked_worker_count(),
+                  "children_besides_the_sidecar": len(mine - {pool.process.pid}),
+                  "job": pool.submit(os.getpid).result(timeout=300) != os.getpid()}))
+"""
+
+
+def test_a_fork_that_fails_leaves_no_worker_and_takes_the_sidecar(monkeypatch):
+    """A fork can fail (no memory for the copy, a limit on processes): the workers forked
+    before the failure end, Inductor's sidecar takes over, and this process exits (a pool
+    that never started would leave its exit waiting for them)."""
+    monkeypatch.delenv("TORCHINDUCTOR_WORKER_START", raising=False)
+    r = run_fresh(_FORK_FAILS, env={"TORCHINDUCTOR_COMPILE_THREADS": "2",
+                                    "TORCH_WARM_POOL": "1", "PRECOMPILE_NB_FORK_WORKERS": "1"},
+                  timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    seen = json.loads(r.stdout.strip().splitlines()[-1])
+    assert seen == {"forks_tried": 2, "sidecar": True, "jobs": 12, "forked_workers": 0,
+                    "children_besides_the_sidecar": 0, "job": True}, seen

@@ -79,6 +79,9 @@ def workers_for_graph(ops: int) -> int:
         if (ops < FORK_MIN_OPS or threading.current_thread() is not threading.main_thread()
                 or not _fork_chosen(AsyncCompile) or not _setup_done(timeout=30.0)):
             return _start_sidecar(AsyncCompile)
+    except Exception:  # noqa: BLE001 - as in start_compile_workers
+        return 0
+    try:
         _import_worker_modules()  # before the fork: the workers find them imported
         with _forked_start():
             maybe_warm_pool()
@@ -87,8 +90,12 @@ def workers_for_graph(ops: int) -> int:
 
             _FORKED.append((AsyncCompile.process_pool(), get_compile_threads()))
         return 0
-    except Exception:  # noqa: BLE001 - as in start_compile_workers
-        return 0
+    except Exception:  # noqa: BLE001 - a fork that failed (no memory for the copy, a limit on
+        _end(_forget(None))  # processes): its half-made pool goes, Inductor's sidecar comes
+        try:
+            return _start_sidecar(AsyncCompile)
+        except Exception:  # noqa: BLE001 - as in start_compile_workers
+            return 0
 
 
 def forked_worker_count() -> int:
@@ -147,7 +154,9 @@ def _start_sidecar(async_compile_cls: Any) -> int:
 #   The fork copies no CUDA state a worker uses: a Triton compile for a known target touches
 #   no device (Inductor's fork start computes the device's properties before it forks, for
 #   the same reason). The workers also inherit the paused collector (Note [the collector
-#   pauses for a build]); they live no longer than the build.
+#   pauses for a build]); they live no longer than the build. A fork that fails (no memory
+#   for the copy, a limit on processes) ends the workers forked before it and takes the
+#   sidecar.
 #   PRECOMPILE_NB_FORK_WORKERS=0 (or off, false, no) keeps Inductor's sidecar.
 FORK_MIN_OPS = 32
 # the pool workers_for_graph forked and its number of workers, until stop_forked_workers
@@ -219,18 +228,47 @@ def stop_forked_workers() -> bool:
     while _FORKED:
         pool, _ = _FORKED.pop()
         try:
-            import torch._inductor.async_compile as ac
-
-            current = ac.AsyncCompile.process_pool
-            if current.cache_info().currsize and current() is pool:
-                current.cache_clear()
-                ac.AsyncCompile._ready_future = None
-                getattr(ac, "_pool_set", set()).discard(pool)
+            _forget(pool)
             pool.shutdown(wait=False, cancel_futures=True)
             stopped = True
         except Exception:  # noqa: BLE001 - workers left running end with this process
             pass
     return stopped
+
+
+def _forget(pool: Any) -> Any:
+    """Inductor's current pool, where it is `pool` (None: whichever it is), forgotten by
+    Inductor (2.11-2.15: process_pool's cache, the readiness future, the set of pools that
+    its exit ends), so that its next compile starts a pool of its own; returns the pool
+    forgotten, or None."""
+    import torch._inductor.async_compile as ac
+
+    current = ac.AsyncCompile.process_pool
+    if not current.cache_info().currsize or (pool is not None and current() is not pool):
+        return None
+    made = current()
+    current.cache_clear()
+    ac.AsyncCompile._ready_future = None
+    getattr(ac, "_pool_set", set()).discard(made)
+    return made
+
+
+def _end(pool: Any) -> None:
+    """A pool whose start failed, ended: the workers forked before the failure stopped (a
+    process pool that never started its manager would leave them waiting for jobs, and this
+    process's exit waiting for them)."""
+    if pool is None:
+        return
+    for proc in list((getattr(pool, "_processes", None) or {}).values()):
+        try:
+            proc.terminate()
+            proc.join(10)  # reaped: no process of it left behind
+        except Exception:  # noqa: BLE001 - already gone
+            pass
+    try:
+        pool.shutdown(wait=False, cancel_futures=True)
+    except Exception:  # noqa: BLE001 - a pool that never started has nothing to shut down
+        pass
 
 
 # Note [Triton's set-up while the capture runs]
