@@ -36,8 +36,8 @@ precompile_nb forks Inductor's compile workers from the compiling process for ea
 (Note [compile workers forked for a build]); `nb+sidecar` starts them as Inductor does by
 default, from a fresh sidecar interpreter (PRECOMPILE_NB_FORK_WORKERS=0). `+fork` sets
 Inductor's own fork start (TORCHINDUCTOR_WORKER_START=fork: workers at its priority, kept for
-the process, for precompile_nb as for torch.compile); `+ct=N`
-sets Inductor's compile threads (TORCHINDUCTOR_COMPILE_THREADS, the number of workers) to N.
+the process, for precompile_nb as for torch.compile); `+ct=N` sets Inductor's compile threads
+(TORCHINDUCTOR_COMPILE_THREADS, the number of workers) to N.
 
 `nb+nosetup` leaves Triton's driver and source hash to the lowering, as before Note [Triton's
 set-up while the capture runs] (PRECOMPILE_NB_TRITON_SETUP=0).

@@ -1,8 +1,9 @@
 """Note [compile workers forked for a build]: where nothing else chose how Inductor starts its
 Triton compile workers, precompile forks them from the compiling process for a graph of many
 operations (ready at once, at a lower priority) and ends them with the build; a small graph, a
-user's own choice, or the switch keeps Inductor's sidecar. Each case runs in a fresh process (the pool is one per process); they need
-Triton installed (the torch 2.15 leg, the GPU machine), not a GPU: the workers only start."""
+user's own choice, or the switch keeps Inductor's sidecar. Each case runs in a fresh process
+(the pool is one per process); they need Triton installed (the torch 2.15 leg, the GPU
+machine), not a GPU: the workers only start."""
 from __future__ import annotations
 
 import json

@@ -131,11 +131,10 @@ def _start_sidecar(async_compile_cls: Any) -> int:
 #   [kernels on threads while the workers start]). Workers forked from this process have all
 #   of that imported at once (on the 2-core development machine: ready 0.4-0.5 s after the
 #   call against the sidecar's 3.0-3.9 s, benchmarks/results/cpu_round27). Inductor has this
-#   start itself (worker_start_method="fork");
-#   precompile takes it for a CUDA graph that Inductor is about to compile (not one found in
-#   the lowering store) where nothing else chose: no pool in this process yet, no
-#   TORCHINDUCTOR_WORKER_START set and the config at its default, Linux, not a daemon process
-#   (which may not have children). It forks from the main thread, once Triton's set-up
+#   start itself (worker_start_method="fork"); precompile takes it for a CUDA graph that
+#   Inductor is about to compile (not one found in the lowering store) where nothing else
+#   chose: no pool in this process yet, no TORCHINDUCTOR_WORKER_START set and the config at
+#   its default, Linux, not a daemon process (which may not have children). It forks from the main thread, once Triton's set-up
 #   thread has ended (Note [Triton's set-up while the capture runs]): a fork copies only the
 #   forking thread, and a lock another thread held (a module it was importing) would stay
 #   held in every worker; the workers also inherit the set-up, which each would otherwise
