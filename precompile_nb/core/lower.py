@@ -257,8 +257,9 @@ def _by_inductor(c: Captured, fgm: torch.fx.GraphModule, fake_inputs: list, may_
         builds.update(kept)
         builds.update({k: n - before[k] for k, n in _compat.kernel_thread_counts().items()
                        if n > before[k]})  # Note [kernels on threads while the workers start]
-        if cuda and _compat.forked_worker_count():  # Note [compile workers forked for a build]
-            builds["forked_workers"] = _compat.forked_worker_count()
+        forked = _compat.forked_worker_count() if cuda else 0
+        if forked:  # Note [compile workers forked for a build]
+            builds["forked_workers"] = forked
         kernel_vars = warm.triton_kernel_vars(source) if cuda else []
         tuning = None
         if cuda and _autotune_at_precompile(c, fgm):

@@ -14,8 +14,9 @@ from tests.conftest import run_fresh
 
 pytest.importorskip("triton")
 
-_CHILD = r"""
-import json, os, time
+# the child's start: imports, and children(), the pids of this process's child processes
+_PRELUDE = r"""
+import errno, json, os, time
 import torch
 from torch._inductor.async_compile import AsyncCompile
 from torch._inductor.compile_worker.subproc_pool import SubprocPool
@@ -30,7 +31,9 @@ def children():
         except FileNotFoundError:  # a thread that ended meanwhile
             pass
     return out
+"""
 
+_CHILD = _PRELUDE + r"""
 early = compile_pool.start_compile_workers()  # before the capture
 at_capture = AsyncCompile.process_pool.cache_info().currsize > 0
 jobs = early + compile_pool.workers_for_graph(int(os.environ["OPS"]))  # at the lowering
@@ -84,13 +87,7 @@ def test_a_choice_made_elsewhere_or_a_small_graph_keeps_inductors_sidecar(env, m
     assert seen["forked_workers"] == 0, seen
 
 
-_FORK_FAILS = r"""
-import errno, json, os, time
-import torch
-from torch._inductor.async_compile import AsyncCompile
-from torch._inductor.compile_worker.subproc_pool import SubprocPool
-from precompile_nb.core._compat import compile_pool
-
+_FORK_FAILS = _PRELUDE + r"""
 real_fork, forks = os.fork, []
 def failing_fork():  # the second fork finds no memory for the copy
     forks.append(1)
@@ -105,13 +102,7 @@ AsyncCompile._ready_future.result(timeout=300)
 mine = set()
 deadline = time.monotonic() + 60
 while time.monotonic() < deadline:  # what is left of the failed pool: none of our children
-    mine = set()
-    for task in os.listdir("/proc/self/task"):
-        try:
-            with open(f"/proc/self/task/{task}/children") as f:
-                mine |= {int(p) for p in f.read().split()}
-        except FileNotFoundError:
-            pass
+    mine = children()
     if mine <= {pool.process.pid}:
         break
     time.sleep(0.2)

@@ -239,7 +239,8 @@ def _forget(pool: Any) -> Any:
     """Inductor's current pool, where it is `pool` (None: whichever it is), forgotten by
     Inductor (2.11-2.15: process_pool's cache, the readiness future, the set of pools that
     its exit ends), so that its next compile starts a pool of its own; returns the pool
-    forgotten, or None."""
+    forgotten, or None. Not Inductor's after_fork: that forgets every pool, 2.15's thread
+    pool too, where this must forget only the one precompile forked."""
     import torch._inductor.async_compile as ac
 
     current = ac.AsyncCompile.process_pool
