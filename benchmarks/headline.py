@@ -155,7 +155,7 @@ def gpu_rows() -> list[tuple[str, str, str]]:
                                                   _R26 + f for f in ("cold_workloads_call3.json",
                                                                      "cold_workloads_call4.json"
                                                                      )), bn_straight=False),
-                                          *forked_round27_rows()]
+                                          *forked_round27_rows(), *round28_rows()]
 
 
 _R15 = "benchmarks/results/h200_round15/cold_call1.json"
@@ -195,6 +195,21 @@ def forked_round27_rows() -> list[tuple[str, str, str]]:
                                            _R27 + "cold_zoo_call2.json"),
                          ("gpt2", "timm_deit", "opt", "electra", "distilbert"), "nb", what),
             workload_cold_row("27, call 2", _R27 + "cold_workloads_call2.json", "nb", what,
+                              bn_straight=False)]
+
+
+_R28 = "benchmarks/results/h100_round28/"  # the shipped fork at the lowering, on a GPU
+
+
+def round28_rows() -> list[tuple[str, str, str]]:
+    """Round 28 (an H100): the shipped Note [compile workers forked for a build], the workers
+    forked at the lowering for CUDA graphs of 32 operations or more. DistilBERT's two rows
+    come from call 3 (call 1's time limit cut its torch.compile row, call 2's too)."""
+    what = "precompile, workers forked at the lowering for large graphs (H100)"
+    return [zoo_cold_row("28, calls 1 and 3", (_R28 + "cold_zoo_call1.json",
+                                               _R28 + "cold_zoo_call3.json"),
+                         ("gpt2", "timm_deit", "opt", "electra", "distilbert"), "nb", what),
+            workload_cold_row("28, call 2", _R28 + "cold_workloads_call2.json", "nb", what,
                               bn_straight=False)]
 
 

@@ -134,28 +134,28 @@ def _start_sidecar(async_compile_cls: Any) -> int:
 #   start itself (worker_start_method="fork"); precompile takes it for a CUDA graph that
 #   Inductor is about to compile (not one found in the lowering store) where nothing else
 #   chose: no pool in this process yet, no TORCHINDUCTOR_WORKER_START set and the config at
-#   its default, Linux, not a daemon process (which may not have children). It forks from the main thread, once Triton's set-up
-#   thread has ended (Note [Triton's set-up while the capture runs]): a fork copies only the
-#   forking thread, and a lock another thread held (a module it was importing) would stay
-#   held in every worker; the workers also inherit the set-up, which each would otherwise
-#   redo at its first kernel. A graph of fewer than FORK_MIN_OPS operations keeps the
-#   sidecar: its few kernels compile on threads about as soon, and the forks (one per core)
-#   are a cost of their own: forked before the capture for every graph, the tiny MLP's
-#   precompile took 2.5 s against torch.compile's 2.3 s on an H100, 0.6 s of it before the
-#   capture, and its one kernel, compiled in a worker without Triton's set-up, 0.6 s
-#   (benchmarks/results/h100_round27, where the zoo steps forked that way took 0.62-0.75 of
-#   torch.compile's time; the fork at the lowering has not yet run on a GPU). The workers run
-#   at a lower priority (nice 5): they compile while this process lowers and generates code,
-#   and where both want the cores the lowering, which the result waits for, goes first. A
-#   fork shares this process's memory page by page until either side writes to a page, so
-#   the workers would keep the pages this process rewrites alive for as long as they live:
-#   they end with the build (Inductor starts its own pool where a later compile needs one).
-#   The fork copies no CUDA state a worker uses: a Triton compile for a known target touches
-#   no device (Inductor's fork start computes the device's properties before it forks, for
-#   the same reason). The workers also inherit the paused collector (Note [the collector
-#   pauses for a build]); they live no longer than the build. A fork that fails (no memory
-#   for the copy, a limit on processes) ends the workers forked before it and takes the
-#   sidecar.
+#   its default, Linux, not a daemon process (which may not have children). It forks from
+#   the main thread, once Triton's set-up thread has ended (Note [Triton's set-up while the
+#   capture runs]): a fork copies only the forking thread, and a lock another thread held (a
+#   module it was importing) would stay held in every worker; the workers also inherit the
+#   set-up, which each would otherwise redo at its first kernel. A graph of fewer than
+#   FORK_MIN_OPS operations keeps the sidecar: its few kernels compile on threads about as
+#   soon, and the forks (one per core) are a cost of their own: forked before the capture
+#   for every graph, the tiny MLP's precompile took 2.5 s against torch.compile's 2.3 s on
+#   an H100, 0.6 s of it before the capture, and its one kernel, compiled in a worker
+#   without Triton's set-up, 0.6 s (benchmarks/results/h100_round27; forked at the lowering,
+#   the zoo steps took 0.65-0.76 of torch.compile's time and the tiny MLP 0.74,
+#   benchmarks/results/h100_round28). The workers run at a lower priority (nice 5): they
+#   compile while this process lowers and generates code, and where both want the cores the
+#   lowering, which the result waits for, goes first. A fork shares this process's memory
+#   page by page until either side writes to a page, so the workers would keep the pages
+#   this process rewrites alive for as long as they live: they end with the build (Inductor
+#   starts its own pool where a later compile needs one). The fork copies no CUDA state a
+#   worker uses: a Triton compile for a known target touches no device (Inductor's fork
+#   start computes the device's properties before it forks, for the same reason). The
+#   workers also inherit the paused collector (Note [the collector pauses for a build]);
+#   they live no longer than the build. A fork that fails (no memory for the copy, a limit
+#   on processes) ends the workers forked before it and takes the sidecar.
 #   PRECOMPILE_NB_FORK_WORKERS=0 (or off, false, no) keeps Inductor's sidecar.
 FORK_MIN_OPS = 32
 # the pool workers_for_graph forked and its number of workers, until stop_forked_workers
