@@ -40,6 +40,7 @@ from .core import _compat
 from .runtime.convention import decode, mesh_text
 from .core.errors import PrecompileError
 from .core.load import read_meta
+from .core.tune_together import on_one_rank
 
 __all__ = ["SharedArtifact", "precompile_on_one_rank", "check_pair_for_this_rank"]
 
@@ -84,7 +85,8 @@ def precompile_on_one_rank(fn: Callable, *example_inputs: Any, src: int = 0,
     code, cache = "", b""
     if rank == src:
         try:
-            code, cache = precompile(fn, *example_inputs, **options)
+            with on_one_rank():  # Note [every rank tunes a graph with collectives together]
+                code, cache = precompile(fn, *example_inputs, **options)
             if directory is not None:
                 save_pair(directory, name, code, cache)
             status = {"sha256": hashlib.sha256(code.encode()).hexdigest(), "world": world}

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from precompile_nb import precompile
-from precompile_nb.core._compat.scoped_patch import SWITCHES, switch_mistakes
+from precompile_nb.core._compat.scoped_patch import SWITCHES, switch_mistakes, switch_seconds
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -52,10 +52,23 @@ def test_a_number_of_pieces_that_is_no_number_is_named():
         "one: set a whole number (e.g. 4), or unset it"]
 
 
+def test_a_wait_that_is_no_number_is_named_and_the_wait_read_as_said(monkeypatch):
+    assert switch_mistakes({"PRECOMPILE_NB_TUNE_TOGETHER": "long"}) == [
+        "PRECOMPILE_NB_TUNE_TOGETHER='long' is neither seconds nor off, so precompile waits "
+        "the default 60 s: set seconds (e.g. 120), or 0 to never wait"]
+    for value, seconds in (("long", 60.0), ("off", 0.0), ("0", 0.0), ("2.5", 2.5),
+                           ("-3", 0.0), ("on", 60.0)):
+        monkeypatch.setenv("PRECOMPILE_NB_TUNE_TOGETHER", value)
+        assert switch_seconds("PRECOMPILE_NB_TUNE_TOGETHER", 60.0) == seconds, value
+    monkeypatch.delenv("PRECOMPILE_NB_TUNE_TOGETHER")
+    assert switch_seconds("PRECOMPILE_NB_TUNE_TOGETHER", 60.0) == 60.0
+
+
 def test_switches_set_right_and_the_projects_other_variables_are_not_named():
     assert switch_mistakes({
         "PRECOMPILE_NB_GC_PAUSE": " OFF ", "PRECOMPILE_NB_FEWER_RUNS": "no",
         "PRECOMPILE_NB_KERNEL_THREADS": "1", "PRECOMPILE_NB_PIECES": "4",
+        "PRECOMPILE_NB_TUNE_TOGETHER": "120",
         "PRECOMPILE_NB_OUT": "out", "PRECOMPILE_NB_SCREENSHOTS": "/tmp/s",
         "PRECOMPILE_NB_NO_BROWSER": "1", "PRECOMPILE_NB_VENV215": "/v",
         "PRECOMPILE_NB_CHROMIUM": "/c", "PRECOMPILE_NB_FUZZ_SEED": "3", "PATH": "/bin"}) == []

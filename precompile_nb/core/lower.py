@@ -22,6 +22,7 @@ import torch
 
 from ..runtime.convention import AliasOut, GraphOut, Guard, InputOut, WriteBack
 from . import _compat, lowerings, pieces, warm
+from . import tune_together as together
 from . import tuning as tuning_stage
 from .errors import PrecompileError
 from .kernels import lowered_graph, parse_kernels
@@ -232,6 +233,8 @@ def _lower_inductor_once(c: Captured, t0: float, may_assume: bool,
         lowered = _by_inductor(c, fgm, fake_inputs, may_assume, asked, unread)
         lowered = dataclasses.replace(lowered, convention=convention, rewrites=rewrites,
                                       seconds=time.perf_counter() - t0)
+        if on_gpu and lowered.tuning is None and together.collectives_signature(fgm):
+            return lowered  # the ranks may tune it together next time: keep nothing
         lowerings.keep(entry, lowered)
     lowerings.keep_early(early, entry, lowered)
     return lowered
@@ -261,14 +264,17 @@ def _by_inductor(c: Captured, fgm: torch.fx.GraphModule, fake_inputs: list, may_
         if forked:  # Note [compile workers forked for a build]
             builds["forked_workers"] = forked
         kernel_vars = warm.triton_kernel_vars(source) if cuda else []
-        tuning = None
-        if cuda and _autotune_at_precompile(c, fgm):
+        tuning, untuned, collectives = None, "", ""
+        if cuda:  # Note [every rank tunes a graph with collectives together]
+            collectives = together.collectives_signature(fgm)
+            untuned = (together.why_not_together(collectives) if collectives else None) or ""
+        if cuda and not untuned:
             tuning = tuning_stage.autotune(
                 c, fake_inputs, unread, kernel_vars,
                 lambda shapes, values: _compat.autotune_now(compiled, fake_inputs, shapes,
-                                                            values), asked)
+                                                            values), asked, bool(collectives))
         if cuda:  # how the warm load launches each kernel's one binary (Note [warm CUDA load])
-            launches = _compat.triton_launch_records(kernel_vars)
+            launches = _compat.triton_launch_records(kernel_vars, untuned)
         files = _compat.triton_binaries_only(_collect_files(cache_dir))
         if any(rel.endswith(".so") for root, rel, _ in files if root == "inductor"):
             files = _with_isa_probes(files, cache_dir)
@@ -307,16 +313,6 @@ def _compile(c: Captured, fgm: torch.fx.GraphModule, fake_inputs: list, cuda: bo
     kernels = tuple(parse_kernels(_compat.strip_inductor_main(source),
                                   lowered_graph(inner_gm, fgm)))
     return source, kernels, compiled, Split(1, why, 0.0, aot_autograd=record["aot_autograd"])
-
-
-def _autotune_at_precompile(c: Captured, fgm: torch.fx.GraphModule) -> bool:
-    """Triton kernels with several configurations pick one by benchmarking at their first
-    run: run a CUDA graph once here (issue: no benchmarking at load or first call), at the
-    example's sizes and, with dynamic sizes, at more (Note [a configuration per size] in
-    tuning.py), and not when the graph holds collectives (one rank compiling alone would
-    wait for the others forever)."""
-    return not any(n.op == "call_function" and _compat.is_collective(n.target)
-                   for n in fgm.graph.nodes)
 
 
 _NOTHING_TO_COMPUTE = """\

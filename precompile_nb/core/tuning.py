@@ -19,8 +19,10 @@ Note [a configuration per size]
   at every size, as before. Dims with the same size in the example move together (a batch
   shared by inputs and targets); a point that breaks a guard the graph was captured under, or
   fails, is skipped and the report says why; a point the user asked for is checked up front
-  and a failure is a PrecompileError. Not tuned per size: graphs with collectives (no rank
-  tunes alone) and CPU graphs (C++ kernels have no configurations to choose among).
+  and a failure is a PrecompileError. Not tuned per size: graphs with collectives (tuned at the
+  example's size only, where every rank tunes them together: Note [every rank tunes a graph
+  with collectives together] in tune_together.py) and CPU graphs (C++ kernels have no
+  configurations to choose among).
 """
 from __future__ import annotations
 
@@ -67,12 +69,18 @@ def check_tune_sizes(tune_sizes: Any) -> tuple[int | Mapping[str, int], ...]:
 
 def autotune(c: Captured, fake_inputs: Sequence[Any], unread: tuple[int, ...],
              kernel_vars: Sequence[str], run_at: Callable[[list, list], None],
-             asked: Sequence[_Point] = ()) -> Tuning:
+             asked: Sequence[_Point] = (), collectives: bool = False) -> Tuning:
     """Tune the graph just compiled at its size points (Note [a configuration per size]),
     `asked` those of tune_sizes (asked_points); `run_at(shapes, values)` runs it once on
-    inputs of those (shape, stride)s and values."""
+    inputs of those (shape, stride)s and values. A graph with `collectives` (every rank
+    tunes it together) only at the example's size."""
     dims = _dynamic_dims(c, unread)
     points, skipped = _points(c, dims, list(asked))
+    if collectives:  # Note [every rank tunes a graph with collectives together]
+        skipped += [(p, "a graph with collectives is tuned at the example's size only (a "
+                        "size that failed on one rank would leave the others waiting)")
+                    for p in points[1:]]
+        points = points[:1]
     example = tuning_values(c, len(fake_inputs), unread)
 
     def run(point: _Point) -> None:

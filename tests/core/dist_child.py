@@ -14,6 +14,9 @@ Each scenario runs in turn on every rank and writes what it saw into OUT_DIR/ran
               (FSDP2 with a bf16 / fp32-reduce mixed precision policy), inductor through
               precompile_on_one_rank, DDP's from rank 0 and FSDP2's from rank 1 at once
               (what stays refused: tests/core/test_dtensor.py)
+  tune_together  the ranks' meeting before a CUDA graph with collectives is autotuned
+              (core/tune_together.py): together, one rank alone, other graphs, a rank
+              that stopped waiting just before the other came, on one rank, switched off
   other_world the DDP artifact above called in a job of 1 rank (last: it ends the 2-rank job)
   fsdp2_tp    (4 ranks) FSDP2 on the "dp" dim of a (2, 2) mesh over tensor parallelism on
               "tp", 3 SGD steps, artifact (eager backend) vs eager FSDP2 + TP
@@ -380,6 +383,37 @@ def scenario_fsdp2_tp():
                                    for ln in code.splitlines() if "_c10d_functional." in ln
                                    and not ln.lstrip().startswith("#")}),
             "groups": [(g.size, g.world) for g in decode(read_meta(code)).process_groups]}
+
+
+def scenario_tune_together():
+    """Note [every rank tunes a graph with collectives together]: what each rank decides
+    (the tuning run itself needs CUDA kernels: tests/core/test_dtensor.py)."""
+    import torch.distributed._functional_collectives as funcol
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from precompile_nb.core import _compat
+    from precompile_nb.core import tune_together as tt
+
+    def reduced(t):
+        return funcol.wait_tensor(funcol.all_reduce(t * 2, "sum", dist.group.WORLD))
+
+    sig = tt.collectives_signature(make_fx(reduced)(torch.ones(3, 5)))
+    out = {"signature": sig, "plain": tt.collectives_signature(make_fx(torch.sin)(
+        torch.ones(3))), "together": tt.why_not_together(sig, 60.0)}
+    _, _, store = _compat.job_store()
+    dist.barrier()
+    out["alone"] = tt.rendezvous(store, rank, world, "t/alone", 2.0) if rank == 0 else None
+    dist.barrier()
+    out["apart"] = tt.rendezvous(store, rank, world, f"t/apart{rank}", 2.0)
+    dist.barrier()
+    if rank == 1:  # comes once rank 0 stopped waiting (1 s) and said no; then sees both came
+        store.wait(["t/late/verdict/0"])
+    out["late"] = tt.rendezvous(store, rank, world, "t/late", 1.0 if rank == 0 else 30.0)
+    dist.barrier()
+    with tt.on_one_rank():
+        out["one_rank"] = tt.why_not_together(sig, 60.0)
+    out["off"] = tt.why_not_together(sig, 0.0)
+    return out
 
 
 def scenario_other_world():

@@ -2,8 +2,9 @@
 and always ended.
 
 Tensor parallelism (parallelize_module) trained through the artifact matches eager TP on every
-rank; compile on one rank, load on the others (which compile nothing); FSDP2 (fully_shard) and
-DDP training steps of a tiny transformer match eager FSDP2 / DDP over 3 optimizer steps on
+rank; the ranks agree whether to autotune a CUDA graph with collectives together (scenario
+tune_together); compile on one rank, load on the others (which compile nothing); FSDP2
+(fully_shard) and DDP training steps of a tiny transformer match eager FSDP2 / DDP over 3 optimizer steps on
 both ranks, both backends (what stays refused: tests/core/test_dtensor.py); an artifact made
 in this 2-rank job refuses to run in a job of 1 rank; in the 4-rank job, FSDP2 over tensor
 parallelism on a (dp=2, tp=2) mesh matches eager FSDP2 + TP (eager backend: Inductor's
@@ -23,7 +24,7 @@ from pathlib import Path
 import pytest
 
 CHILD = Path(__file__).with_name("dist_child.py")
-SCENARIOS = ("tp", "data_parallel", "other_world")  # other_world ends the job
+SCENARIOS = ("tp", "data_parallel", "tune_together", "other_world")  # other_world ends it
 TIMEOUT_S = 900  # the whole job on a 2-core CI machine; then every rank is killed
 
 
@@ -123,6 +124,22 @@ def test_one_rank_compiles_and_the_other_loads_compiling_nothing(two_ranks, via)
     assert loader["captures"] == 0 and loader["cpp_builds"] == 0
     for res in results:
         assert res["diff"] < 1e-5 and res.get("grads", 0.0) < 1e-5
+
+
+def test_ranks_tune_a_graph_with_collectives_only_when_every_rank_agrees(two_ranks):
+    """Note [every rank tunes a graph with collectives together]: either every rank runs the
+    graph to tune it, or none does, and a rank that does not says why."""
+    got = _scenario(two_ranks, "tune_together")
+    assert got[0]["signature"] == got[1]["signature"]
+    assert "all_reduce" in got[0]["signature"] and "tensor(3, 5)" in got[0]["signature"]
+    assert got[0]["plain"] == ""
+    assert [r["together"] for r in got] == [None, None]  # both came: both tune
+    assert "rank(s) 1 did not reach this graph within 2 s" in got[0]["alone"]
+    assert all("did not reach this graph" in r["apart"] for r in got)  # other collectives
+    assert "rank(s) 1 did not reach" in got[0]["late"]  # rank 0 stopped waiting ...
+    assert "rank(s) 0 stopped waiting" in got[1]["late"]  # ... so rank 1 does not tune
+    assert all("precompile_on_one_rank" in r["one_rank"] for r in got)
+    assert all("PRECOMPILE_NB_TUNE_TOGETHER=0" in r["off"] for r in got)
 
 
 DATA_PARALLEL = ["ddp_eager", "fsdp2_eager_bf16", "ddp_inductor", "fsdp2_inductor"]

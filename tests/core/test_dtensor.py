@@ -187,6 +187,26 @@ def test_cuda_dtensor_training_step_runs_triton_kernels_and_matches_eager(mesh):
         torch.testing.assert_close(g, p.grad.full_tensor())
 
 
+@cuda
+def test_cuda_a_graph_with_collectives_is_autotuned_at_precompile_and_loads_warm(mesh):
+    """Note [every rank tunes a graph with collectives together]: a job of one rank is every
+    rank, so the graph runs once at precompile and its load launches one binary per kernel."""
+    import torch.distributed._functional_collectives as funcol
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 4)).cuda()
+    x = torch.randn(6, 8, device="cuda")
+
+    def reduced(m, x):  # (a DTensor on a mesh of one rank moves nothing: no collective)
+        return funcol.all_reduce(m(x), "sum", dist.group.WORLD).softmax(-1)
+
+    art = build(reduced, m, x)
+    assert [n.role for n in art.captured.nodes].count("collective") >= 1
+    assert art.lowered.tuning is not None
+    f = precompile.load(art.python_code, art.cache)
+    torch.testing.assert_close(f(m, x), reduced(m, x))
+    assert f.__precompile_load__["path"] == "warm", f.__precompile_load__["reason"]
+
+
 def test_another_tensor_subclass_is_refused_at_capture_with_the_fix():
     from torch.testing._internal.two_tensor import TwoTensor
     x = TwoTensor(torch.randn(3), torch.randn(3))

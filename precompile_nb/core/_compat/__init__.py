@@ -120,7 +120,7 @@ _LAZY_NAMES: dict[str, tuple[str, ...]] = {
         "DdpSettings", "FsdpParam", "FsdpUnit", "all_reduce_sum", "broadcast", "cast_floating",
         "collective_groups", "data_parallel_wrapper", "ddp_forward_is_the_module",
         "ddp_settings", "fsdp2_hooks_removed", "fsdp2_units", "fsdp_mesh_of", "group_name",
-        "queue_end_of_backward", "swap_param", "unsharded",
+        "job_store", "queue_end_of_backward", "store_wait", "swap_param", "unsharded",
     ),
 }
 _LAZY: dict[str, tuple[str, str]] = {

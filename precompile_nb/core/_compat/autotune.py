@@ -61,7 +61,7 @@ def tuning_at_sizes(kernel_vars: Sequence[str],
             for key, (tuner, before, ints) in seen.items():
                 if len(before) < 2 or key not in var_of:
                     continue
-                rec = _launch_record(tuner, th)
+                rec = _launch_record(tuner, th, "")
                 if "why" not in rec:
                     out[var_of[key]] = SizeChoice(
                         {n: a for n, a in zip(rec["def_args"], ints)

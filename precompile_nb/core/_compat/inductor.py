@@ -259,14 +259,16 @@ def recording_triton_launchers() -> Iterator[None]:
         th.CompileResult._gen_launcher_code = original
 
 
-def triton_launch_records(kernel_vars: Sequence[str]) -> dict[str, dict[str, Any]]:
+def triton_launch_records(kernel_vars: Sequence[str], untuned: str = ""
+                          ) -> dict[str, dict[str, Any]]:
     """How to launch each Triton kernel of the module just compiled (and autotuned) without
     Triton or Inductor: {variable: record} for the variables `kernel_vars` of Inductor's module
     (`<var> = async_compile.triton(...)`). A record is what torch's static CUDA launcher needs
     for the one binary the kernel runs, {"function", "hash", "num_warps", "shared",
     "arg_types", "scratch", "def_args", "call_args", "grid", "device", "cc"}, or {"why": ...}
-    when the warm path cannot launch it (more than one configuration left, TMA, ...).
-    Call inside recording_triton_launchers' compile, before the compile's caches are gone."""
+    when the warm path cannot launch it (more than one configuration left, TMA, ...);
+    `untuned`: why the graph was not autotuned at precompile, if it was not. Call inside
+    recording_triton_launchers' compile, before the compile's caches are gone."""
     if not kernel_vars:
         return {}
     try:
@@ -279,7 +281,7 @@ def triton_launch_records(kernel_vars: Sequence[str]) -> dict[str, dict[str, Any
     if module is None:
         return {v: {"why": "Inductor's module was not found after the compile"}
                 for v in kernel_vars}
-    return {v: _launch_record(getattr(module, v), th) for v in kernel_vars}
+    return {v: _launch_record(getattr(module, v), th, untuned) for v in kernel_vars}
 
 
 def module_of_kernels(kernel_vars: Sequence[str]) -> Any:
@@ -295,13 +297,13 @@ def module_of_kernels(kernel_vars: Sequence[str]) -> Any:
                         for v in kernel_vars)), None)
 
 
-def _launch_record(autotuner: Any, th: Any) -> dict[str, Any]:
+def _launch_record(autotuner: Any, th: Any, untuned: str) -> dict[str, Any]:
     """One kernel's launch record (triton_launch_records). Mirrors, per version 2.11-2.14,
     StaticTritonCompileResult.make_launcher: the same def args, the same call args (every
     constexpr dropped: the cubin has them baked in), the same grid expressions."""
     if len(autotuner.launchers) != 1:
         return {"why": f"{len(autotuner.launchers)} configurations are left: it is autotuned at "
-                       "its first call (precompile autotunes graphs without collectives)"}
+                       f"its first call (not autotuned at precompile: {untuned or 'unknown'})"}
     launcher = autotuner.launchers[0]
     result = getattr(launcher, "_pc_compile_result", None)
     if result is None:

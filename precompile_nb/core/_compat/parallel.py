@@ -305,3 +305,28 @@ def swap_param(module: torch.nn.Module, name: str, value: torch.Tensor) -> torch
     from torch.nn.utils._named_member_accessor import swap_tensor
 
     return swap_tensor(module, name, value)
+
+
+def job_store() -> tuple[int, int, Any] | None:
+    """(rank, world size, the job's key-value store) where torch.distributed is initialized:
+    the default process group's store, which every rank of the job reaches (2.11-2.15);
+    else None."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return None
+    from torch.distributed.distributed_c10d import _get_default_store
+
+    return dist.get_rank(), dist.get_world_size(), _get_default_store()
+
+
+def store_wait(store: Any, keys: list[str], seconds: float) -> bool:
+    """Whether every key of `keys` is set in `store` within `seconds` (False at the timeout,
+    torch's DistStoreError, or a store that cannot wait)."""
+    import datetime
+
+    try:
+        store.wait(keys, datetime.timedelta(seconds=seconds))
+    except Exception:  # noqa: BLE001 - DistStoreError (a RuntimeError) at the timeout, 2.11-2.15
+        return False
+    return True

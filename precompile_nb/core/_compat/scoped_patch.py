@@ -12,7 +12,8 @@ from typing import Any
 _OFF = ("0", "false", "off", "no")
 _ON = ("1", "true", "on", "yes", "")
 # every switch precompile_nb reads (docs/api.md's table lists each; a test keeps the three the
-# same); PRECOMPILE_NB_PIECES takes a number, the others on or off
+# same); PRECOMPILE_NB_PIECES takes a number, PRECOMPILE_NB_TUNE_TOGETHER seconds or off, the
+# others on or off
 SWITCHES = ("PRECOMPILE_NB_KERNEL_REUSE", "PRECOMPILE_NB_LOWERING_REUSE",
             "PRECOMPILE_NB_CAPTURED_RECORD",
             "PRECOMPILE_NB_TRITON_SETUP", "PRECOMPILE_NB_KERNEL_THREADS",
@@ -20,7 +21,8 @@ SWITCHES = ("PRECOMPILE_NB_KERNEL_REUSE", "PRECOMPILE_NB_LOWERING_REUSE",
             "PRECOMPILE_NB_FEWER_RUNS", "PRECOMPILE_NB_ISA_AT_ONCE",
             "PRECOMPILE_NB_LAZY_STACK_LINES", "PRECOMPILE_NB_FUNCTIONAL_COPY",
             "PRECOMPILE_NB_STRAIGHT_TO_INDUCTOR", "PRECOMPILE_NB_GC_PAUSE",
-            "PRECOMPILE_NB_CONV1X1_AS_MM", "PRECOMPILE_NB_DEPTHWISE_NCHW", "PRECOMPILE_NB_PIECES")
+            "PRECOMPILE_NB_CONV1X1_AS_MM", "PRECOMPILE_NB_DEPTHWISE_NCHW", "PRECOMPILE_NB_PIECES",
+            "PRECOMPILE_NB_TUNE_TOGETHER")
 _PREFIX = "PRECOMPILE_NB_"
 
 
@@ -28,6 +30,18 @@ def switched_off(name: str) -> bool:
     """Whether the environment variable `name` turns a behaviour off: 0, false, off or no, in
     any case and with spaces around; unset or anything else leaves it on."""
     return os.environ.get(name, "1").strip().lower() in _OFF
+
+
+def switch_seconds(name: str, default: float) -> float:
+    """The seconds the switch `name` sets: `default` unset, on or not a number (which
+    switch_mistakes names), 0 for off, else the number (negative: 0)."""
+    value = os.environ.get(name, "").strip().lower()
+    if value in _OFF:
+        return 0.0
+    try:
+        return max(float(value), 0.0)
+    except ValueError:
+        return default
 
 
 def switch_mistakes(environ: Mapping[str, str]) -> list[str]:
@@ -51,10 +65,22 @@ def switch_mistakes(environ: Mapping[str, str]) -> list[str]:
             if value.strip() and not _is_int(value):
                 out.append(f"{name}={value!r} is not a number of pieces, so every graph is "
                            "compiled in one: set a whole number (e.g. 4), or unset it")
+        elif name == "PRECOMPILE_NB_TUNE_TOGETHER":
+            if value.strip().lower() not in _OFF + _ON and not _is_float(value):
+                out.append(f"{name}={value!r} is neither seconds nor off, so precompile waits "
+                           "the default 60 s: set seconds (e.g. 120), or 0 to never wait")
         elif value.strip().lower() not in _OFF + _ON:
             out.append(f"{name}={value!r} is neither off (0, false, off, no) nor on (1, true, "
                        "on, yes), so the behaviour stays on")
     return out
+
+
+def _is_float(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _is_int(text: str) -> bool:
