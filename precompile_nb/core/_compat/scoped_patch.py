@@ -62,11 +62,11 @@ def switch_mistakes(environ: Mapping[str, str]) -> list[str]:
                 out.append(f"{name} is not a switch precompile_nb reads, so it changes "
                            f"nothing: did you mean {_PREFIX}{close[0]}?")
         elif name == "PRECOMPILE_NB_PIECES":
-            if value.strip() and not _is_int(value):
+            if value.strip() and not _reads_as(int, value):
                 out.append(f"{name}={value!r} is not a number of pieces, so every graph is "
                            "compiled in one: set a whole number (e.g. 4), or unset it")
         elif name == "PRECOMPILE_NB_TUNE_TOGETHER":
-            if value.strip().lower() not in _OFF + _ON and not _is_float(value):
+            if value.strip().lower() not in _OFF + _ON and not _reads_as(float, value):
                 out.append(f"{name}={value!r} is neither seconds nor off, so precompile waits "
                            "the default 60 s: set seconds (e.g. 120), or 0 to never wait")
         elif value.strip().lower() not in _OFF + _ON:
@@ -75,17 +75,10 @@ def switch_mistakes(environ: Mapping[str, str]) -> list[str]:
     return out
 
 
-def _is_float(text: str) -> bool:
+def _reads_as(kind: type, text: str) -> bool:
+    """Whether `kind(text)` (int, float) reads `text` without an error."""
     try:
-        float(text)
-    except ValueError:
-        return False
-    return True
-
-
-def _is_int(text: str) -> bool:
-    try:
-        int(text)
+        kind(text)
     except ValueError:
         return False
     return True
