@@ -302,8 +302,9 @@ def _launch_record(autotuner: Any, th: Any, untuned: str) -> dict[str, Any]:
     StaticTritonCompileResult.make_launcher: the same def args, the same call args (every
     constexpr dropped: the cubin has them baked in), the same grid expressions."""
     if len(autotuner.launchers) != 1:
+        why = f"not autotuned at precompile: {untuned}" if untuned else "left untuned"
         return {"why": f"{len(autotuner.launchers)} configurations are left: it is autotuned at "
-                       f"its first call (not autotuned at precompile: {untuned or 'unknown'})"}
+                       f"its first call ({why})"}
     launcher = autotuner.launchers[0]
     result = getattr(launcher, "_pc_compile_result", None)
     if result is None:
