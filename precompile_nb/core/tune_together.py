@@ -23,7 +23,8 @@ Note [every rank tunes a graph with collectives together]
   lowering store, so a later precompile may tune it. precompile_on_one_rank says its rank
   precompiles alone (on_one_rank): no wait, no tuning. A rank that precompiles alone
   otherwise (one rank compiles, the others load its artifact) waits the whole time, once per
-  such graph, and then tunes nothing. A graph with collectives is tuned at the example's
+  such graph, then tunes nothing and warns (a wait in vain is worth a line in the job's
+  output). A graph with collectives is tuned at the example's
   size only: a size point that fails on one rank (its memory) would leave the others in a
   collective.
 """
@@ -32,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import threading
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -97,7 +99,11 @@ def why_not_together(signature: str, wait_s: float | None = None) -> str | None:
     n = _MET.get(signature, 0)
     _MET[signature] = n + 1
     key = f"{_PREFIX}/{hashlib.sha256(signature.encode()).hexdigest()[:20]}/{n}"
-    return rendezvous(store, rank, world, key, wait_s)
+    why = rendezvous(store, rank, world, key, wait_s)
+    if why is not None:  # waited in vain: say so where the user looks (a torchrun's output)
+        warnings.warn(f"precompile on rank {rank}: {why}; the load autotunes it at its first "
+                      "call", UserWarning, stacklevel=2)
+    return why
 
 
 def rendezvous(store: Any, rank: int, world: int, key: str, wait_s: float) -> str | None:

@@ -398,6 +398,10 @@ def scenario_tune_together():
         return funcol.wait_tensor(funcol.all_reduce(t * 2, "sum", dist.group.WORLD))
 
     sig = tt.collectives_signature(make_fx(reduced)(torch.ones(3, 5)))
+    with warnings.catch_warnings(record=True) as said:  # a wait in vain is said
+        warnings.simplefilter("always")
+        vain = tt.why_not_together(sig + " only on rank 0", 1.0) if rank == 0 else None
+    dist.barrier()
     out = {"signature": sig, "plain": tt.collectives_signature(make_fx(torch.sin)(
         torch.ones(3))), "together": tt.why_not_together(sig, 60.0)}
     _, _, store = _compat.job_store()
@@ -413,6 +417,7 @@ def scenario_tune_together():
     with tt.on_one_rank():
         out["one_rank"] = tt.why_not_together(sig, 60.0)
     out["off"] = tt.why_not_together(sig, 0.0)
+    out["vain"] = [str(w.message) for w in said] if vain else []
     return out
 
 

@@ -140,6 +140,10 @@ def test_ranks_tune_a_graph_with_collectives_only_when_every_rank_agrees(two_ran
     assert "rank(s) 0 stopped waiting" in got[1]["late"]  # ... so rank 1 does not tune
     assert all("precompile_on_one_rank" in r["one_rank"] for r in got)
     assert all("PRECOMPILE_NB_TUNE_TOGETHER=0" in r["off"] for r in got)
+    assert got[0]["vain"] == ["precompile on rank 0: rank(s) 1 did not reach this graph within "
+                              "1 s, so no rank ran its collectives to tune it (PRECOMPILE_NB_"
+                              "TUNE_TOGETHER sets the wait); the load autotunes it at its first "
+                              "call"]
 
 
 DATA_PARALLEL = ["ddp_eager", "fsdp2_eager_bf16", "ddp_inductor", "fsdp2_inductor"]
