@@ -110,9 +110,9 @@ def rendezvous(store: Any, rank: int, world: int, key: str, wait_s: float) -> st
     """The two waits of the Note on `store` under `key`: None where every rank agreed."""
     store.set(f"{key}/here/{rank}", "1")
     came = _compat.store_wait(store, [f"{key}/here/{r}" for r in range(world)], wait_s)
+    missing = [] if came else [r for r in range(world) if not store.check([f"{key}/here/{r}"])]
     store.set(f"{key}/verdict/{rank}", "yes" if came else "no")
     if not came:
-        missing = [r for r in range(world) if not store.check([f"{key}/here/{r}"])]
         who = f"rank(s) {_ranks(missing)}" if missing else "the last rank"
         return (f"{who} did not reach this graph within {wait_s:g} s, so no rank ran its "
                 f"collectives to tune it ({SWITCH} sets the wait)")
