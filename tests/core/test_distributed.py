@@ -4,12 +4,13 @@ and always ended.
 Tensor parallelism (parallelize_module) trained through the artifact matches eager TP on every
 rank; the ranks agree whether to autotune a CUDA graph with collectives together (scenario
 tune_together); compile on one rank, load on the others (which compile nothing); FSDP2
-(fully_shard) and DDP training steps of a tiny transformer match eager FSDP2 / DDP over 3 optimizer steps on
-both ranks, both backends (what stays refused: tests/core/test_dtensor.py); an artifact made
-in this 2-rank job refuses to run in a job of 1 rank; in the 4-rank job, FSDP2 over tensor
-parallelism on a (dp=2, tp=2) mesh matches eager FSDP2 + TP (eager backend: Inductor's
-collectives are covered by the 2-rank job). The ranks run tests/core/dist_child.py once per
-job for all its scenarios (one process-group start-up), each scenario reported apart. Cost: the Inductor compiles on one rank run two at a time, one on each rank
+(fully_shard) and DDP training steps of a tiny transformer match eager FSDP2 / DDP over 3
+optimizer steps on both ranks, both backends (what stays refused: tests/core/test_dtensor.py);
+an artifact made in this 2-rank job refuses to run in a job of 1 rank; in the 4-rank job, FSDP2
+over tensor parallelism on a (dp=2, tp=2) mesh matches eager FSDP2 + TP (eager backend:
+Inductor's collectives are covered by the 2-rank job). The ranks run tests/core/dist_child.py
+once per job for all its scenarios (one process-group start-up), each scenario reported apart.
+Cost: the Inductor compiles on one rank run two at a time, one on each rank
 (dist_child.on_one_rank_each); the eager backend where the backend does not matter.
 """
 from __future__ import annotations
