@@ -99,7 +99,10 @@ def why_not_together(signature: str, wait_s: float | None = None) -> str | None:
     n = _MET.get(signature, 0)
     _MET[signature] = n + 1
     key = f"{_PREFIX}/{hashlib.sha256(signature.encode()).hexdigest()[:20]}/{n}"
-    why = rendezvous(store, rank, world, key, wait_s)
+    try:
+        why = rendezvous(store, rank, world, key, wait_s)
+    except Exception as e:  # noqa: BLE001 - a store that fails costs the tuning, not the build
+        why = f"the job's key-value store failed ({type(e).__name__}: {str(e)[:160]})"
     if why is not None:  # waited in vain: say so where the user looks (a torchrun's output)
         warnings.warn(f"precompile on rank {rank}: {why}; the load autotunes it at its first "
                       "call", UserWarning, stacklevel=2)
