@@ -423,8 +423,8 @@ def _run(python_code: str, tree: ast.Module | None, meta: dict[str, Any],
         ns = _execute(code, meta, plan, stats, rest)
         clock.lap("execute")
     except Exception as e:
-        if code is None and isinstance(e, PrecompileError):  # does not parse: as _read says
-            linecache.cache.pop(filename, None)
+        if isinstance(e, PrecompileError):  # does not parse (as _read says), or the driver
+            linecache.cache.pop(filename, None)  # named what is wrong and its fix itself
             raise
         err = _exec_failed(e, filename)  # reads the failing line from linecache
         linecache.cache.pop(filename, None)

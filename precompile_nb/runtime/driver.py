@@ -765,7 +765,7 @@ def _pc_tree_stand_in(lit, Err):
     if t == "None":
         return None
     if t == "pytree":
-        spec = _pc_pytree.treespec_loads(lit["dumps"])
+        spec = _pc_treespec_loads(lit["dumps"], Err)
         return _pc_pytree.tree_unflatten([0] * spec.num_leaves, spec)
     children = [_pc_tree_stand_in(c, Err) for c in lit["children"]]
     if t == "tuple":
@@ -794,8 +794,38 @@ def _pc_treespec(lit, Err):
     """The TreeSpec of a tree literal; a whole tree in torch's serialized form is that spec
     (its nodes may be classes whose unflatten needs real tensors, such as a model's cache)."""
     if lit["type"] == "pytree":
-        return _pc_pytree.treespec_loads(lit["dumps"])
+        return _pc_treespec_loads(lit["dumps"], Err)
     return _pc_pytree.tree_flatten(_pc_tree_stand_in(lit, Err))[1]
+
+
+def _pc_treespec_loads(dumps, Err):
+    """torch's treespec_loads; a node type registered by a module this process has not
+    imported (a Hugging Face ModelOutput before `import transformers`) has its module
+    imported, as a namedtuple's is (Note [tree literal]), and one that stays unknown is
+    named with the fix."""
+    try:
+        return _pc_pytree.treespec_loads(dumps)
+    except Exception as e:  # noqa: BLE001 - retried once its types' modules are imported
+        first = e
+    import json
+    names, todo = [], [json.loads(dumps)[1]]
+    while todo:
+        node = todo.pop()
+        if type(node) is dict:
+            if type(node.get("type")) is str and "." in node["type"]:
+                names.append(node["type"])
+            todo.extend(node.get("children_spec") or ())
+    missing = [n for n in dict.fromkeys(names) if _pc_find_class(*n.rsplit(".", 1)) is None]
+    try:
+        return _pc_pytree.treespec_loads(dumps)
+    except Exception:  # noqa: BLE001 - named below, with the first error
+        name = (missing or names or ["?"])[0]
+        raise Err(f"the result type {name} this artifact was captured with is not a pytree "
+                  "node here", invariant=7, stage="load", where=name,
+                  expected=f"{name} registered with torch's pytree (its module imported)",
+                  actual=f"{type(first).__name__}: {str(first)[:100]}",
+                  hint=f"import {name.rsplit('.', 1)[0]} (the module that defines and "
+                       "registers it) before loading the artifact") from first
 
 
 def _pc_value(v):
