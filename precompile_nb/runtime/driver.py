@@ -820,7 +820,7 @@ def _pc_treespec_loads(dumps, Err):
         return _pc_pytree.treespec_loads(dumps)
     except Exception:  # noqa: BLE001 - named below, with the first error
         name = (missing or names or ["?"])[0]
-        raise Err(f"the result type {name} this artifact was captured with is not a pytree "
+        raise Err(f"the container type {name} this artifact was captured with is not a pytree "
                   "node here", invariant=7, stage="load", where=name,
                   expected=f"{name} registered with torch's pytree (its module imported)",
                   actual=f"{type(first).__name__}: {str(first)[:100]}",
