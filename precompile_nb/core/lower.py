@@ -230,10 +230,11 @@ def _lower_inductor_once(c: Captured, t0: float, may_assume: bool,
                                      c.tracing_mode)
     lowered = lowerings.taken(entry, convention, rewrites, t0)  # Note [a lowering made once]
     if lowered is None:
-        lowered = _by_inductor(c, fgm, fake_inputs, may_assume, asked, unread)
+        collectives = together.collectives_signature(fgm) if on_gpu else ""
+        lowered = _by_inductor(c, fgm, fake_inputs, may_assume, asked, unread, collectives)
         lowered = dataclasses.replace(lowered, convention=convention, rewrites=rewrites,
                                       seconds=time.perf_counter() - t0)
-        if on_gpu and lowered.tuning is None and together.collectives_signature(fgm):
+        if collectives and lowered.tuning is None:
             return lowered  # the ranks may tune it together next time: keep nothing
         lowerings.keep(entry, lowered)
     lowerings.keep_early(early, entry, lowered)
@@ -241,9 +242,11 @@ def _lower_inductor_once(c: Captured, t0: float, may_assume: bool,
 
 
 def _by_inductor(c: Captured, fgm: torch.fx.GraphModule, fake_inputs: list, may_assume: bool,
-                 asked: list[dict[int, int]], unread: tuple[int, ...]) -> Lowered:
+                 asked: list[dict[int, int]], unread: tuple[int, ...], collectives: str
+                 ) -> Lowered:
     """Inductor's module of the functional graph `fgm`, its compiled files, and for CUDA its
-    launch records and autotuning (convention, rewrites and seconds are the caller's)."""
+    launch records and autotuning (convention, rewrites and seconds are the caller's);
+    `collectives`: the graph's (together.collectives_signature), "" for none."""
     cuda = any(isinstance(t, torch.Tensor) and t.device.type == "cuda" for t in fake_inputs)
     if cuda:  # Note [compile workers forked for a build]
         _compat.workers_for_graph(sum(n.op == "call_function" for n in fgm.graph.nodes))
@@ -264,10 +267,9 @@ def _by_inductor(c: Captured, fgm: torch.fx.GraphModule, fake_inputs: list, may_
         if forked:  # Note [compile workers forked for a build]
             builds["forked_workers"] = forked
         kernel_vars = warm.triton_kernel_vars(source) if cuda else []
-        tuning, untuned, collectives = None, "", ""
-        if cuda:  # Note [every rank tunes a graph with collectives together]
-            collectives = together.collectives_signature(fgm)
-            untuned = (together.why_not_together(collectives) if collectives else None) or ""
+        tuning, untuned = None, ""
+        if cuda and collectives:  # Note [every rank tunes a graph with collectives together]
+            untuned = together.why_not_together(collectives) or ""
         if cuda and not untuned:
             tuning = tuning_stage.autotune(
                 c, fake_inputs, unread, kernel_vars,

@@ -121,7 +121,8 @@ def rendezvous(store: Any, rank: int, world: int, key: str, wait_s: float) -> st
                 f"collectives to tune it ({SWITCH} sets the wait)")
     verdicts = [f"{key}/verdict/{r}" for r in range(world)]
     if not _compat.store_wait(store, verdicts, wait_s + 30.0):
-        return "not every rank said whether it tunes this graph"
+        return (f"not every rank said within {wait_s + 30.0:g} s whether it tunes this graph "
+                "(a rank stopped after it came?), so this rank does not tune it")
     late = [r for r, k in enumerate(verdicts) if store.get(k) != b"yes"]
     if late:
         return (f"rank(s) {_ranks(late)} stopped waiting before every rank came, so no rank "
