@@ -3,18 +3,18 @@
     python benchmarks/zoo/parallel.py --out OUT [--jobs N] [--deadline S] [--warm]
         [--no-compile-baseline] [--models a,b] [--workloads infer,train] [run.py options]
 
-Each case's phases (run.py's main, tc, and with --warm nbwarm / tcwarm) are separate units of
-work: main and tc of one case run at the same time (they do not depend on each other), a warm
-phase right after the phase it loads from. The units run longest first (estimated from the
-last recorded precompile times: CPU tiny where known, else the H200's), N at a time, each its
-own process group. At the deadline (seconds from the start) every phase still running is
-killed and every unit not started is left: their cells read "not run (time)" in the table, so
-no case is ever missing from it. OUT/results.md and OUT/results.json are rewritten after every
-unit, with every case (those still to come as "not run (time)"), so even a run killed from
-outside leaves a complete table of what finished. `--resume PREVIOUS_OUT` keeps a previous
-run's rows and runs only the phases it did not (a second call for what the first left),
-the warm starts of its compiles included (same OUT, which it refuses otherwise, and same
-machine: they read its artifacts and torch.compile caches).
+Each case's phases (run.py's main, tc, with --warm nbwarm / tcwarm, with --warm --alone also
+eagerfirst) are separate units of work: main and tc of one case run at the same time (they do
+not depend on each other), a warm phase right after the phase it loads from. The units run
+longest first (estimated from the last recorded precompile times: CPU tiny where known, else
+the H200's), N at a time, each its own process group. At the deadline (seconds from the start)
+every phase still running is killed and every unit not started is left: their cells read "not
+run (time)" in the table, so no case is ever missing from it. OUT/results.md and
+OUT/results.json are rewritten after every unit, with every case (those still to come as "not
+run (time)"), so even a run killed from outside leaves a complete table of what finished.
+`--resume PREVIOUS_OUT` keeps a previous run's rows and runs only the phases it did not (a
+second call for what the first left), the warm starts of its compiles included (same OUT, which
+it refuses otherwise, and same machine: they read its artifacts and torch.compile caches).
 
 benchmarks/zoo/cpu_run.sh is the many-core CPU run (inductor, tiny, CUDA hidden).
 """
@@ -39,8 +39,15 @@ _RESULTS = REPO / "benchmarks" / "zoo" / "results"
 # precompile seconds recorded per case, most relevant first (a later file fills only the gaps)
 COST_FILES = [_RESULTS / "cpu_inductor" / "results.json", _RESULTS / "cpu_data_guards" /
               "results.json", _RESULTS / "cpu_tiny" / "results.json", R._COSTS]
-# a phase that follows another (the warm loads) and the one it needs ok
-AFTER = {"nbwarm": ("main", "status"), "tcwarm": ("tc", "tc_status")}
+# a phase that follows another (the warm loads), the one it needs ok, and the key its result
+# has; eagerfirst (eager's first call in a fresh process) only with --alone, where it is timed
+# with nothing else on the machine, as the warm start it is held against
+AFTER = {"nbwarm": ("main", "status", "nb_warm_s"), "tcwarm": ("tc", "tc_status", "tc_warm_s"),
+         "eagerfirst": ("main", "status", "eager_first_alone_s")}
+
+
+def _follows(a, phase: str) -> bool:
+    return a.warm and (phase != "eagerfirst" or a.alone)
 
 
 def known_costs(files=COST_FILES) -> dict[tuple[str, str], float]:
@@ -111,10 +118,9 @@ class Plan:
             if "tc_status" in r and r["tc_status"] != R.NOT_RUN:
                 done.add((c, "tc"))
                 row.update({k: v for k, v in r.items() if R.is_baseline_key(k)})
-            for nxt, (prev, key) in AFTER.items():  # a warm start the earlier run left
-                if self.a.warm and (c, prev) in done and row.get(key) == "ok" and \
-                        row.get(f"{nxt}_status", R.NOT_RUN) == R.NOT_RUN and \
-                        f"{nxt[:2]}_warm_s" not in row:
+            for nxt, (prev, key, got) in AFTER.items():  # a warm start the earlier run left
+                if _follows(self.a, nxt) and (c, prev) in done and row.get(key) == "ok" and \
+                        row.get(f"{nxt}_status", R.NOT_RUN) == R.NOT_RUN and got not in row:
                     self._queue_warm(c, nxt)
             self._queue_together(c)
         return done
@@ -137,8 +143,8 @@ class Plan:
             row.update(res)
             if phase == "tc":  # its warm start, maybe in a --resume run, reads this cache
                 row["tc_cache_dir"] = self.env(case, phase)["TORCHINDUCTOR_CACHE_DIR"]
-            for nxt, (prev, key) in AFTER.items():
-                if self.a.warm and prev == phase and row.get(key) == "ok":
+            for nxt, (prev, key, _) in AFTER.items():
+                if _follows(self.a, nxt) and prev == phase and row.get(key) == "ok":
                     self._queue_warm(case, nxt)
             if phase in ("main", "tc"):
                 self._queue_together(case)
@@ -174,7 +180,7 @@ class Plan:
         env["PYTHONPATH"] = os.pathsep.join([str(REPO)] + [p for p in env.get(
             "PYTHONPATH", "").split(os.pathsep) if p])
         sub = {"main": "nb", "tc": "tc", "nbwarm": "nbwarm", "tcwarm": "tc",
-               "together": "tc"}[phase]
+               "eagerfirst": "eagerfirst", "together": "tc"}[phase]
         env["TORCHINDUCTOR_CACHE_DIR"] = str(self.cache_base / tag / sub)
         if phase in ("tcwarm", "together") and self.rows[case].get("tc_cache_dir"):
             env["TORCHINDUCTOR_CACHE_DIR"] = self.rows[case]["tc_cache_dir"]
@@ -248,7 +254,9 @@ def main(argv=None) -> None:
                         "the end)")
     p.add_argument("--alone", action="store_true",
                    help="with --warm: the warm starts after every compile, one at a time, "
-                        "each measuring steady state too (the table's steady columns then)")
+                        "each measuring steady state too (the table's steady columns then), "
+                        "and before each case's, eager's first call in a fresh process (the "
+                        "table's warm nb / eager 1st)")
     p.add_argument("--resume", default=None,
                    help="a previous OUT: keep its rows, run only the phases it did not run")
     p.add_argument("--list", action="store_true", help="print the cases, longest first")

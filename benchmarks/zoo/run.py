@@ -14,6 +14,8 @@ Phases of one case, each its own process (so a crash or hang of one never stops 
   nbwarm  (not with --no-warm) fresh process: precompile.load(code, cache) + first call
   tcwarm  (not with --no-warm) fresh process, same TORCHINDUCTOR_CACHE_DIR as `tc`:
           torch.compile + first call
+  eagerfirst  (parallel.py --warm --alone only) fresh process: eager's own first call, run
+          one at a time like the warm starts, what a warm start is held against
 Each case gets its own TORCHINDUCTOR_CACHE_DIR (under $TORCHINDUCTOR_CACHE_DIR, default
 /tmp/zoo_inductor) so every cold number is cold.
 
@@ -296,6 +298,21 @@ def phase_nbwarm(a) -> dict:
     return res
 
 
+def phase_eagerfirst(a) -> dict:
+    """Eager's own first call in a fresh process (parallel.py --alone: one process at a time,
+    nothing else on the machine), what issue 28 holds a warm start to: timed as nbwarm's is,
+    from the built model to the synchronized result (nbwarm's includes `import
+    precompile_nb` and load())."""
+    res: dict = {}
+    try:
+        m, args, fn = _setup(a)
+        r = _Runner(m, args, a.workload, a.device)
+        res["eager_first_alone_s"], _ = r.call(fn)
+    except BaseException as e:  # noqa: BLE001
+        res.update({("eagerfirst_" + k): v for k, v in _err(e, "eagerfirst").items()})
+    return res
+
+
 def phase_tcwarm(a) -> dict:
     import torch
     res: dict = {}
@@ -346,7 +363,7 @@ def phase_together(a) -> dict:
 
 
 PHASES = {"main": phase_main, "tc": phase_tc, "nbwarm": phase_nbwarm, "tcwarm": phase_tcwarm,
-          "together": phase_together}
+          "eagerfirst": phase_eagerfirst, "together": phase_together}
 
 
 def case_main(a) -> None:
@@ -358,7 +375,8 @@ def case_main(a) -> None:
 
 # ============================================================== the driver
 
-NOT_RUN = "not run (time)"  # a phase the overall deadline (parallel.py) left no time for
+NOT_RUN = "not run (time)"
+WARM_BOUND = 1.1  # issue 28: warm load + first call <= 1.1x eager's own first call  # a phase the overall deadline (parallel.py) left no time for
 
 
 def _phase_error(phase: str, **err) -> dict:
@@ -478,8 +496,9 @@ def _keep_earlier(row: dict, earlier: dict | None, where: str, measured: Callabl
 
 def is_warm_key(k: str) -> bool:
     """A key of a row that the warm-start phases (nbwarm, tcwarm) write."""
-    return k.startswith(("nb_warm_", "tc_warm_", "nbwarm_", "tcwarm_", "warm_steady_")) or \
-        k in ("nb_warm_s", "tc_warm_s", "load_path", "load_reason")
+    return k.startswith(("nb_warm_", "tc_warm_", "nbwarm_", "tcwarm_", "warm_steady_",
+                         "eagerfirst_")) or \
+        k in ("nb_warm_s", "tc_warm_s", "load_path", "load_reason", "eager_first_alone_s")
 
 
 def _with_warm_of(row: dict, earlier: dict | None, where: str) -> dict:
@@ -529,8 +548,9 @@ def _status(r: dict) -> str:
 
 def render(rows: list[dict]) -> str:
     lines = ["| model | workload | backend | status | rel err nb | rel err tc | precompile s "
-             "| tc cold s | steady nb/eager | steady nb/tc | warm nb s | warm tc s | path |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| tc cold s | steady nb/eager | steady nb/tc | warm nb s | warm tc s | path "
+             "| eager 1st s | warm nb / eager 1st |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         r = _steady_alone(r)
         nb_tc = None
@@ -549,10 +569,14 @@ def render(rows: list[dict]) -> str:
             "" if nb_tc is None else f"{nb_tc:.2f}x" + {"alone": "*", "together": "†"}.get(
                 r.get("steady_mode"), ""),
             _fmt_s(r.get("nb_warm_s")), _fmt_s(r.get("tc_warm_s")),
-            str(r.get("load_path") or "")]) + " |")
+            str(r.get("load_path") or ""), _fmt_s(r.get("eager_first_alone_s")),
+            _ratio(r.get("nb_warm_s"), r.get("eager_first_alone_s"))]) + " |")
     n_ok = sum(r.get("status") == "ok" for r in rows)
     n_match = sum(_status(r).startswith("ok") for r in rows)
     n_late = sum(r.get("status") == NOT_RUN for r in rows)
+    firsts = [r["nb_warm_s"] / r["eager_first_alone_s"] for r in rows
+              if r.get("nb_warm_s") and r.get("eager_first_alone_s")]
+    within = sum(x <= WARM_BOUND for x in firsts)
     late = f" ({n_late} not run: the overall deadline came first)" if n_late else ""
     lines += ["", f"{n_ok}/{len(rows)} cases precompile and run{late}, {n_match} of them ok "
               "(the rest MISMATCH). rel err = max over outputs (infer) or loss + every .grad "
@@ -563,7 +587,12 @@ def render(rows: list[dict]) -> str:
               "ratio measured in its own process (in the warm-start processes, run one at a "
               "time, where a row has those: steady*; in one process timing eager, "
               "precompile_nb and torch.compile in turn: steady†). warm = fresh process load (or "
-              "torch.compile) + first call."]
+              "torch.compile) + first call. eager 1st = eager's own first call in a fresh "
+              "process, run one at a time like the warm starts (parallel.py --alone)."]
+    if firsts:
+        lines += ["", f"warm nb / eager 1st <= {WARM_BOUND:g}x: {within} of {len(firsts)} "
+                      f"cases with both (median {statistics.median(firsts):.2f}x, "
+                      f"max {max(firsts):.2f}x)."]
     return "\n".join(lines) + "\n"
 
 

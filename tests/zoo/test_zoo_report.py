@@ -98,7 +98,10 @@ def test_a_resumed_run_does_the_warm_starts_the_earlier_run_left(tmp_path):
                               alone=True, compile_baseline=True, resume=str(tmp_path))
     plan = P.Plan(args, [("mixtral", "train"), ("gpt2", "train")], tmp_path)
     assert plan.heap == []  # both compiles of both cases ran
-    assert sorted(plan.later) == [(("mixtral", "train"), "nbwarm"),
+    # (gpt2's warm starts ran; eager's first call alone, which it lacks, is still to come)
+    assert sorted(plan.later) == [(("gpt2", "train"), "eagerfirst"),
+                                  (("mixtral", "train"), "eagerfirst"),
+                                  (("mixtral", "train"), "nbwarm"),
                                   (("mixtral", "train"), "tcwarm")]
     assert plan.env(("mixtral", "train"), "tcwarm")["TORCHINDUCTOR_CACHE_DIR"] == "/c/tc"
 
@@ -118,3 +121,36 @@ def test_a_resumed_run_with_another_out_is_refused_before_it_runs_anything(tmp_p
         P.main(["--out", str(tmp_path / "b"), "--resume", str(tmp_path / "a"), "--warm"])
     assert "must be the --out of this run too" in capsys.readouterr().err
     assert not (tmp_path / "b").exists()
+
+
+def test_a_run_alone_times_eagers_first_call_in_its_own_process_before_each_warm_start(
+        tmp_path):
+    """parallel.py --warm --alone: eager's own first call, in a fresh process, is queued with
+    the case's warm start (eagerfirst first), and the table holds the warm start against it;
+    without --alone (warm starts timed among the compiles) it is not measured."""
+    import argparse
+
+    from benchmarks.zoo import parallel as P
+    case = ("gpt2", "train")
+    for alone, expected in ((True, [(case, "nbwarm"), (case, "eagerfirst")]),
+                            (False, [])):
+        args = argparse.Namespace(backend="inductor", device="cuda", size="real", warm=True,
+                                  alone=alone, compile_baseline=False, resume=None)
+        plan = P.Plan(args, [case], tmp_path)
+        plan.done(case, "main", {"status": "ok", "rel_err": 0.0})
+        assert plan.later == expected
+    row = {**_LATER, "nb_warm_s": 0.5, "eager_first_alone_s": 0.5, "load_path": "warm"}
+    over = {**row, "model": "bart", "nb_warm_s": 1.2}
+    text = R.render([row, over])
+    assert text.splitlines()[2].endswith("| warm | 0.5 | 1.00x |")
+    assert text.splitlines()[3].endswith("| warm | 0.5 | 2.40x |")
+    assert "warm nb / eager 1st <= 1.1x: 1 of 2 cases" in text
+    # a resumed run does the eager first call its earlier run left, and not one it did
+    (tmp_path / "results.json").write_text(__import__("json").dumps([
+        {**_LATER, "model": "gpt2", "eager_first_alone_s": 0.5},
+        {**_LATER, "model": "bart", "eagerfirst_status": R.NOT_RUN}]))
+    args = argparse.Namespace(backend="inductor", device="cuda", size="real", warm=True,
+                              alone=True, compile_baseline=False, resume=str(tmp_path))
+    plan = P.Plan(args, [("gpt2", "train"), ("bart", "train")], tmp_path)
+    assert sorted(plan.later) == [(("bart", "train"), "eagerfirst"),
+                                  (("bart", "train"), "nbwarm"), (("gpt2", "train"), "nbwarm")]
