@@ -40,6 +40,7 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
+_T_START = time.perf_counter()  # a phase process started (its standard imports done)
 REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
@@ -75,11 +76,23 @@ def _grad_ctx(workload: str):
 
 
 def _setup(a):
+    """(model, args, fn) of the case; where the phase process's setup went is in a._times
+    (the row's PHASE_setup_s: a warm start's process took 22-37 s on an H100, not known
+    why)."""
+    t = time.perf_counter()
     import torch
+    a._times = {"import_torch": time.perf_counter() - t}
     if a.device == "cpu":
         torch.set_num_threads(a.threads)
+    else:
+        t = time.perf_counter()
+        torch.zeros(1, device=a.device)
+        _sync(a.device)
+        a._times["device_init"] = time.perf_counter() - t
     from benchmarks.zoo import models as Z
+    t = time.perf_counter()
     spec = Z.build(a.model, a.size, a.device)
+    a._times["build"] = time.perf_counter() - t  # the model's library imported, then built
     if a.workload not in spec.fns:
         raise KeyError(f"{a.model} has no workload {a.workload!r} (has {list(spec.fns)})")
     m = spec.model
@@ -283,11 +296,17 @@ def phase_nbwarm(a) -> dict:
         r.reset()
         t = time.perf_counter()
         from precompile_nb import precompile
+        t_import = time.perf_counter()
         f = precompile.load(code, cache)
+        t_load = time.perf_counter()
         with _grad_ctx(a.workload):
             f(m, *args)
         _sync(a.device)
         res["nb_warm_s"] = time.perf_counter() - t
+        res["nb_warm_split_s"] = {"import": t_import - t, "load": t_load - t_import,
+                                  "first_call": time.perf_counter() - t_load,
+                                  "load_stages": getattr(f, "__precompile_load__", {}).get(
+                                      "seconds")}
         res["load_path"] = getattr(f, "__precompile_load__", {}).get("path")
         res["load_reason"] = getattr(f, "__precompile_load__", {}).get("reason")
         if a.rounds and a._steady_warm:
@@ -370,6 +389,8 @@ def case_main(a) -> None:
     import warnings
     warnings.filterwarnings("ignore")
     res = PHASES[a.phase](a)
+    res[f"{a.phase}_setup_s"] = {**getattr(a, "_times", {}),
+                                 "process": time.perf_counter() - _T_START}
     Path(a.result).write_text(json.dumps(res, default=str))
 
 
@@ -409,8 +430,9 @@ def _run_phase(a, model: str, workload: str, phase: str, work: Path, env: dict,
     try:
         log, _ = p.communicate(timeout=timeout)
         (work / f"{phase}.log").write_text(log)
-        if result.exists():
-            return json.loads(result.read_text())
+        if result.exists():  # with the phase's whole time, its process's start included
+            return {**json.loads(result.read_text()),
+                    f"{phase}_wall_s": time.perf_counter() - t}
         tail = (log.strip().splitlines() or ["(no output)"])[-1][:300]
         return _phase_error(phase, error_type=f"crash(rc={p.returncode})", error=tail)
     except subprocess.TimeoutExpired:
