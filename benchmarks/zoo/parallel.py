@@ -90,7 +90,7 @@ class Plan:
         known = known_costs()
         self.rows = {c: _row(a, *c) for c in cases}
         self.heap: list = []
-        self.later: list = []  # --alone: the warm phases, run one at a time at the end
+        self.later: list = []  # --alone: the warm phases, each measured alone, at the end
         self.cost = {c: cost(c, known) for c in cases}
         done = self._resumed(a.resume)
         phases = ["main"] + (["tc"] if a.compile_baseline else [])
@@ -126,7 +126,7 @@ class Plan:
         return done
 
     def _queue_warm(self, case: tuple[str, str], phase: str) -> None:
-        if self.a.alone:  # after every compile, one at a time (main())
+        if self.a.alone:  # after every compile, each measured alone (run_alone)
             self.later.append((case, phase))
         else:  # right after: its cost is the phase it follows (it is short)
             heapq.heappush(self.heap, (-1e9, 0, case, phase))
@@ -152,7 +152,7 @@ class Plan:
 
     def _queue_together(self, case: tuple[str, str]) -> None:
         """--together: once main and tc both compiled the case, its one-process steady state
-        (run.py's together phase), one at a time at the end like --alone's warm starts."""
+        (run.py's together phase), measured alone at the end like --alone's warm starts."""
         row = self.rows[case]
         if getattr(self.a, "together", False) and row.get("status") == "ok" and \
                 row.get("tc_status") == "ok" and "together_steady_nb_s" not in row and \
@@ -210,21 +210,39 @@ def worker(plan: Plan, deadline: float) -> None:
         run_unit(plan, *unit, deadline)
 
 
-def run_unit(plan: Plan, case: tuple[str, str], phase: str, deadline: float) -> None:
+def run_unit(plan: Plan, case: tuple[str, str], phase: str, deadline: float,
+             gate: Path | None = None) -> None:
     work = plan.out / "work" / f"{case[0]}__{case[1]}"
     work.mkdir(parents=True, exist_ok=True)
-    res = R._run_phase(plan.a, case[0], case[1], phase, work, plan.env(case, phase), deadline)
+    res = R._run_phase(plan.a, case[0], case[1], phase, work, plan.env(case, phase), deadline,
+                       gate)
     plan.done(case, phase, res)
 
 
 def run_alone(plan: Plan, deadline: float) -> None:
-    """--alone: the warm starts, each with its steady state, one process at a time with
-    nothing else running (the compiles' contention is in neither)."""
+    """--alone: the warm starts (each with its steady state) and eager's first calls after
+    every compile, --alone-jobs processes at a time through one gate (gate.py): each measures
+    with every other one asleep, their setups overlap."""
     order = {c: i for i, c in enumerate(plan.rows)}
-    for case, phase in sorted(plan.later, key=lambda u: (order[u[0]], u[1])):
-        if time.time() >= deadline - 1:
-            break
-        run_unit(plan, case, phase, deadline)
+    units = sorted(plan.later, key=lambda u: (order[u[0]], u[1]))
+    units.reverse()  # popped from the end: the registry's order
+    gate = plan.out / "alone.gate"
+    lock = threading.Lock()
+
+    def work() -> None:
+        while time.time() < deadline - 1:
+            with lock:
+                if not units:
+                    return
+                case, phase = units.pop()
+            run_unit(plan, case, phase, deadline, gate)
+
+    threads = [threading.Thread(target=work, daemon=True)
+               for _ in range(max(1, plan.a.alone_jobs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
 
 
 def main(argv=None) -> None:
@@ -250,13 +268,16 @@ def main(argv=None) -> None:
     p.add_argument("--no-data-guards", dest="data_guards", action="store_false")
     p.add_argument("--together", action="store_true",
                    help="after both compiles, each case's steady state in one process timing "
-                        "eager, precompile_nb and torch.compile in turn (one at a time, at "
+                        "eager, precompile_nb and torch.compile in turn (each alone, at "
                         "the end)")
     p.add_argument("--alone", action="store_true",
-                   help="with --warm: the warm starts after every compile, one at a time, "
-                        "each measuring steady state too (the table's steady columns then), "
-                        "and before each case's, eager's first call in a fresh process (the "
-                        "table's warm nb / eager 1st)")
+                   help="with --warm: after every compile, the warm starts, each measured "
+                        "alone with its steady state (the table's steady columns then), and "
+                        "eager's first call in a fresh process (the table's warm nb / eager "
+                        "1st)")
+    p.add_argument("--alone-jobs", type=int, default=4,
+                   help="--alone's processes at a time: each measures alone (the others "
+                        "asleep, gate.py), their setups overlap (default 4; 1: one at a time)")
     p.add_argument("--resume", default=None,
                    help="a previous OUT: keep its rows, run only the phases it did not run")
     p.add_argument("--list", action="store_true", help="print the cases, longest first")

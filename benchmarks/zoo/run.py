@@ -15,7 +15,7 @@ Phases of one case, each its own process (so a crash or hang of one never stops 
   tcwarm  (not with --no-warm) fresh process, same TORCHINDUCTOR_CACHE_DIR as `tc`:
           torch.compile + first call
   eagerfirst  (parallel.py --warm --alone only) fresh process: eager's own first call, run
-          one at a time like the warm starts, what a warm start is held against
+          measured alone like the warm starts, what a warm start is held against
 Each case gets its own TORCHINDUCTOR_CACHE_DIR (under $TORCHINDUCTOR_CACHE_DIR, default
 /tmp/zoo_inductor) so every cold number is cold.
 
@@ -294,6 +294,8 @@ def phase_nbwarm(a) -> dict:
         code = (Path(a.work) / "nb.py").read_text()
         cache = (Path(a.work) / "nb.cache").read_bytes()
         r.reset()
+        _sync(a.device)
+        a._gate.measure()
         t = time.perf_counter()
         from precompile_nb import precompile
         t_import = time.perf_counter()
@@ -326,6 +328,7 @@ def phase_eagerfirst(a) -> dict:
     try:
         m, args, fn = _setup(a)
         r = _Runner(m, args, a.workload, a.device)
+        a._gate.measure()
         res["eager_first_alone_s"], _ = r.call(fn)
     except BaseException as e:  # noqa: BLE001
         res.update({("eagerfirst_" + k): v for k, v in _err(e, "eagerfirst").items()})
@@ -368,6 +371,7 @@ def phase_together(a) -> dict:
         f = precompile.load((Path(a.work) / "nb.py").read_text(),
                             (Path(a.work) / "nb.cache").read_bytes())
         tc = torch.compile(fn, backend=a.backend)
+        a._gate.measure()
         for g in (f, tc):  # first calls: loads, cuDNN and cuBLAS start, outside the timing
             with _grad_ctx(a.workload):
                 g(m, *args)
@@ -388,6 +392,8 @@ PHASES = {"main": phase_main, "tc": phase_tc, "nbwarm": phase_nbwarm, "tcwarm": 
 def case_main(a) -> None:
     import warnings
     warnings.filterwarnings("ignore")
+    from benchmarks.zoo.gate import Gate
+    a._gate = Gate(a._gate_path)  # shared through the setup: other setups may run beside it
     res = PHASES[a.phase](a)
     res[f"{a.phase}_setup_s"] = {**getattr(a, "_times", {}),
                                  "process": time.perf_counter() - _T_START}
@@ -410,17 +416,19 @@ def _phase_error(phase: str, **err) -> dict:
 
 
 def _run_phase(a, model: str, workload: str, phase: str, work: Path, env: dict,
-               deadline: float | None = None) -> dict:
+               deadline: float | None = None, gate: Path | None = None) -> dict:
     """One phase in its own process (its own session: on a timeout the whole process group
     is killed). `deadline` (time.time()) caps the phase's timeout; a phase the cap cut short
-    is NOT_RUN."""
+    is NOT_RUN. With `gate`, the phase measures with every other gated process asleep
+    (gate.py)."""
     result = work / f"{phase}.json"
     cmd = [sys.executable, str(Path(__file__).resolve()), "--_phase", phase, "--_model", model,
            "--_workload", workload, "--_work", str(work), "--_result", str(result),
            "--device", a.device, "--backend", a.backend, "--size", a.size,
            "--threads", str(a.threads), "--rounds", str(a.rounds)] + (
                [] if a.data_guards else ["--no-data-guards"]) + (
-               ["--_steady-warm"] if getattr(a, "steady_warm", False) else [])
+               ["--_steady-warm"] if getattr(a, "steady_warm", False) else []) + (
+               ["--_gate", str(gate)] if gate else [])
     timeout, capped = a.timeout, False
     if deadline is not None and deadline - time.time() < timeout:
         timeout, capped = max(deadline - time.time(), 0.0), True
@@ -540,7 +548,7 @@ _TOGETHER = ("together_steady_eager_s", "together_steady_nb_s", "together_steady
 def _steady_alone(r: dict) -> dict:
     """The row with its steady columns from the best measurement it has: one process timing
     both (parallel.py --together: steady_mode "together"), else the warm-start processes
-    where it has all four (--alone runs those one at a time, nothing else on the machine:
+    where it has all four (--alone measures those with every other phase process asleep:
     "alone")."""
     if all(r.get(k) for k in _TOGETHER):
         e, nb, tc = (r[k] for k in _TOGETHER)
@@ -610,7 +618,7 @@ def render(rows: list[dict]) -> str:
               "time, where a row has those: steady*; in one process timing eager, "
               "precompile_nb and torch.compile in turn: steady†). warm = fresh process load (or "
               "torch.compile) + first call. eager 1st = eager's own first call in a fresh "
-              "process, run one at a time like the warm starts (parallel.py --alone)."]
+              "process, measured alone like the warm starts (parallel.py --alone)."]
     if firsts:
         lines += ["", f"warm nb / eager 1st <= {WARM_BOUND:g}x: {within} of {len(firsts)} "
                       f"cases with both (median {statistics.median(firsts):.2f}x, "
@@ -716,14 +724,14 @@ def main(argv=None) -> None:
                         "first) and exit")
     p.add_argument("--merge", nargs="+", default=None,
                    help="only merge the results.json of these dirs into OUT")
-    for k in ("phase", "model", "workload", "work", "result"):
+    for k in ("phase", "model", "workload", "work", "result", "gate"):
         p.add_argument(f"--_{k}", default=None, help=argparse.SUPPRESS)
     p.add_argument("--_steady-warm", dest="_steady_warm", action="store_true",
                    help=argparse.SUPPRESS)  # warm phases measure steady too (parallel --alone)
     a = p.parse_args(argv)
     if a._phase:
-        a.phase, a.model, a.workload, a.work, a.result = (a._phase, a._model, a._workload,
-                                                           a._work, a._result)
+        a.phase, a.model, a.workload, a.work, a.result, a._gate_path = (
+            a._phase, a._model, a._workload, a._work, a._result, a._gate)
         return case_main(a)
     if a.list_cases:
         from benchmarks.zoo.models import REGISTRY
