@@ -155,7 +155,8 @@ def gpu_rows() -> list[tuple[str, str, str]]:
                                                   _R26 + f for f in ("cold_workloads_call3.json",
                                                                      "cold_workloads_call4.json"
                                                                      )), bn_straight=False),
-                                          *forked_round27_rows(), *round28_rows()]
+                                          *forked_round27_rows(), *round28_rows(),
+                                          zoo_warm_round29_row()]
 
 
 _R15 = "benchmarks/results/h200_round15/cold_call1.json"
@@ -211,6 +212,24 @@ def round28_rows() -> list[tuple[str, str, str]]:
                          ("gpt2", "timm_deit", "opt", "electra", "distilbert"), "nb", what),
             workload_cold_row("28, call 2", _R28 + "cold_workloads_call2.json", "nb", what,
                               bn_straight=False)]
+
+
+def zoo_warm_round29_row() -> tuple[str, str, str]:
+    """Round 29 (an H100): the zoo's training steps, a fresh process's load + first call over
+    eager's own first call in another fresh process, each measured alone; the cases the
+    device time reached."""
+    src = "benchmarks/results/h100_round29_zoo_warm/results.json"
+    rows = [r for r in json.loads((ROOT / src).read_text())
+            if r.get("nb_warm_s") and r.get("eager_first_alone_s")]
+    ratio = {r["model"]: r["nb_warm_s"] / r["eager_first_alone_s"] for r in rows}
+    over = sorted((m for m, x in ratio.items() if x > 1.1), key=lambda m: -ratio[m])
+    return (f"zoo training steps (real size), round 29: warm load + first call / eager's own "
+            f"first call, fresh processes, each alone, one run each (H100; {len(ratio)} of "
+            f"{len(json.loads((ROOT / src).read_text()))} steps reached)",
+            f"{sum(x <= 1.1 for x in ratio.values())} of {len(ratio)} within 1.1x, median "
+            f"{statistics.median(ratio.values()):.2f}; over: " +
+            ", ".join(f"{m} {ratio[m]:.{2 if round(ratio[m], 2) > 1.1 else 3}f}"
+                      for m in over), src)
 
 
 _THREADS_EXPERIMENT = ("precompile with the kernels met before the compile workers are ready "
