@@ -14,7 +14,7 @@ Phases of one case, each its own process (so a crash or hang of one never stops 
   nbwarm  (not with --no-warm) fresh process: precompile.load(code, cache) + first call
   tcwarm  (not with --no-warm) fresh process, same TORCHINDUCTOR_CACHE_DIR as `tc`:
           torch.compile + first call
-  eagerfirst  (parallel.py --warm --alone only) fresh process: eager's own first call, run
+  eagerfirst  (parallel.py --warm --alone only) fresh process: eager's own first call,
           measured alone like the warm starts, what a warm start is held against
 Each case gets its own TORCHINDUCTOR_CACHE_DIR (under $TORCHINDUCTOR_CACHE_DIR, default
 /tmp/zoo_inductor) so every cold number is cold.
@@ -320,9 +320,9 @@ def phase_nbwarm(a) -> dict:
 
 
 def phase_eagerfirst(a) -> dict:
-    """Eager's own first call in a fresh process (parallel.py --alone: one process at a time,
-    nothing else on the machine), what issue 28 holds a warm start to: timed as nbwarm's is,
-    from the built model to the synchronized result (nbwarm's includes `import
+    """Eager's own first call in a fresh process (parallel.py --alone: measured with every
+    other phase process asleep, gate.py), what issue 28 holds a warm start to: timed as
+    nbwarm's is, from the built model to the synchronized result (nbwarm's includes `import
     precompile_nb` and load())."""
     res: dict = {}
     try:
@@ -402,8 +402,8 @@ def case_main(a) -> None:
 
 # ============================================================== the driver
 
-NOT_RUN = "not run (time)"
-WARM_BOUND = 1.1  # issue 28: warm load + first call <= 1.1x eager's own first call  # a phase the overall deadline (parallel.py) left no time for
+NOT_RUN = "not run (time)"  # a phase the overall deadline (parallel.py) left no time for
+WARM_BOUND = 1.1  # issue 28: warm load + first call <= 1.1x eager's own first call
 
 
 def _phase_error(phase: str, **err) -> dict:
@@ -525,7 +525,7 @@ def _keep_earlier(row: dict, earlier: dict | None, where: str, measured: Callabl
 
 
 def is_warm_key(k: str) -> bool:
-    """A key of a row that the warm-start phases (nbwarm, tcwarm) write."""
+    """A key of a row that the warm-start phases (nbwarm, tcwarm, eagerfirst) write."""
     return k.startswith(("nb_warm_", "tc_warm_", "nbwarm_", "tcwarm_", "warm_steady_",
                          "eagerfirst_")) or \
         k in ("nb_warm_s", "tc_warm_s", "load_path", "load_reason", "eager_first_alone_s")
@@ -614,8 +614,8 @@ def render(rows: list[dict]) -> str:
               f"max(bound, {TC_FACTOR:g} x rel err tc), bound {TOL['infer']:g} infer / "
               f"{TOL['train']:g} train (the bound alone where torch.compile's error was not "
               "measured). steady = median per call; nb/tc is (nb/eager)/(tc/eager), each "
-              "ratio measured in its own process (in the warm-start processes, run one at a "
-              "time, where a row has those: steady*; in one process timing eager, "
+              "ratio measured in its own process (in the warm-start processes, each measured "
+              "alone, where a row has those: steady*; in one process timing eager, "
               "precompile_nb and torch.compile in turn: steady†). warm = fresh process load (or "
               "torch.compile) + first call. eager 1st = eager's own first call in a fresh "
               "process, measured alone like the warm starts (parallel.py --alone)."]
