@@ -2,33 +2,39 @@
 measures with every other one asleep."""
 from __future__ import annotations
 
-import multiprocessing as mp
+import subprocess
 import sys
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+# one phase process: takes the gate shared, waits until all N hold it (their setups begin
+# together), "sets up" (sleeps), then measures (exclusive) and logs each span's ends
+_PHASE = r"""
+import os, sys, time
+sys.path.insert(0, {repo!r})
+from benchmarks.zoo.gate import Gate
+gate, log, ready, name, setup_s, n = sys.argv[1:7]
+g = Gate(gate)
+open(os.path.join(ready, name), "w").close()
+while len(os.listdir(ready)) < int(n):
+    time.sleep(0.01)
 
-def _phase(gate_path: str, log: str, name: str, setup_s: float, start) -> None:
-    from benchmarks.zoo.gate import Gate
-    g = Gate(gate_path)
-    start.wait()  # every process holds the gate shared: their setups begin together
+def mark(what):
+    with open(log, "a") as f:
+        f.write(f"{{time.monotonic():.6f}} {{name}} {{what}}\n")
 
-    def mark(what: str) -> None:
-        with open(log, "a") as f:
-            f.write(f"{time.monotonic():.6f} {name} {what}\n")
-
-    mark("setup+")
-    time.sleep(setup_s)
-    mark("setup-")
-    g.measure()
-    mark("measure+")
-    time.sleep(0.05)
-    mark("measure-")
-    g.release()
+mark("setup+")
+time.sleep(float(setup_s))
+mark("setup-")
+g.measure()
+mark("measure+")
+time.sleep(0.05)
+mark("measure-")
+g.release()
+"""
 
 
 def _intervals(log: Path) -> dict[tuple[str, str], tuple[float, float]]:
@@ -43,18 +49,22 @@ def _intervals(log: Path) -> dict[tuple[str, str], tuple[float, float]]:
 
 
 def test_each_measurement_runs_with_no_other_setup_or_measurement_beside_it(tmp_path):
-    ctx = mp.get_context("spawn")
-    gate, log = str(tmp_path / "g"), str(tmp_path / "log")
-    start = ctx.Barrier(6)
-    procs = [ctx.Process(target=_phase, args=(gate, log, f"p{i}", 0.5 + 0.1 * (i % 3), start))
-             for i in range(6)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(120)
-        assert p.exitcode == 0
-    spans = _intervals(Path(log))
-    assert len(spans) == 12  # every process set up and measured
+    n = 6
+    ready = tmp_path / "ready"
+    ready.mkdir()
+    code = _PHASE.format(repo=str(REPO))
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "g"),
+                               str(tmp_path / "log"), str(ready), f"p{i}",
+                               str(0.5 + 0.1 * (i % 3)), str(n)])
+             for i in range(n)]
+    try:
+        for p in procs:
+            assert p.wait(timeout=120) == 0
+    finally:
+        for p in procs:
+            p.kill()
+    spans = _intervals(tmp_path / "log")
+    assert len(spans) == 2 * n  # every process set up and measured
     for (name, what), (a, b) in spans.items():
         if what != "measure":
             continue
@@ -62,7 +72,7 @@ def test_each_measurement_runs_with_no_other_setup_or_measurement_beside_it(tmp_
             if other != name:
                 assert b <= c or d <= a, f"{name}'s measurement overlaps {other}'s {w2}"
     # and the setups did overlap one another (the point of running several at a time)
-    setups = sorted(v for (n, w), v in spans.items() if w == "setup")
+    setups = sorted(v for (_, w), v in spans.items() if w == "setup")
     assert any(setups[i + 1][0] < setups[i][1] for i in range(len(setups) - 1))
 
 
