@@ -465,6 +465,17 @@ def zoo_cold_round14_row() -> tuple[str, str, str]:
             "benchmarks/results/h200_round14/")
 
 
+def cpu_warm_vs_eager_row() -> tuple[str, str, str]:
+    """Round 29: a fresh process's load + first call over eager's own first call, with
+    precompile_nb's bytecode compiled (run.py now does so before it measures)."""
+    src = "benchmarks/results/cpu_round29_warm_vs_eager/results.json"
+    w = json.loads((ROOT / src).read_text())["workloads"]
+    return ("load with the cache + first call / eager's own first call, round 29 (bytecode "
+            "compiled, as installed)", ", ".join(
+                f"{k} {w[k]['ratios']['load_cache_vs_eager_first']:.2f}" for k in WORKLOADS),
+            src)
+
+
 def cpu_vs_ref_row(src: str, label: str) -> tuple[str, str, str]:
     """Cold precompile against torch 2.14.1's own, both on torch 2.14.1 (cold_profile.py --vs
     nb,ref)."""
@@ -521,6 +532,7 @@ def precompile_again_row(rnd: int) -> tuple[str, str, str]:
 def render() -> str:
     meta, cpu = cpu_rows()
     cpu.append(call_overhead_row())
+    cpu.append(cpu_warm_vs_eager_row())
     cpu.append(kernel_reuse_row())
     cpu.append(precompile_again_row(23))
     cpu.append(precompile_again_row(25))
