@@ -24,10 +24,10 @@ import stat
 import struct
 import tempfile
 import threading
+from typing import NamedTuple
 
 from . import _compat
 from .errors import PrecompileError
-from .schemas import CacheTag
 
 MAGIC = b"PRECOMPILE_NB-CACHE\n"
 FORMAT = "precompile_nb.cache"
@@ -119,6 +119,20 @@ def _field(header: dict, key: str, kind: type) -> object:
         raise _bad(f"header field {key!r} is missing or of the wrong type",
                    f"{type(value).__name__}: {repr(value)[:80]}")
     return value
+
+
+class CacheTag(NamedTuple):
+    """The integrity tag at the head of a cache envelope (invariant 7). Here, not in
+    schemas.py with the stages' records: every load reads it, and a load imports no stage's
+    record (Note [a load imports no stage])."""
+
+    format: str
+    version: int
+    backend: str
+    torch: str  # torch build id
+    code_hash: str  # sha256 of python_code
+    n_files: int
+    payload_bytes: int
 
 
 def read_tag(cache: bytes) -> tuple[CacheTag, dict]:

@@ -141,19 +141,6 @@ class Split:
 
 
 @dataclass(frozen=True)
-class CacheTag:
-    """The integrity tag at the head of a cache envelope (invariant 7)."""
-
-    format: str
-    version: int
-    backend: str
-    torch: str  # torch build id
-    code_hash: str  # sha256 of python_code
-    n_files: int
-    payload_bytes: int
-
-
-@dataclass(frozen=True)
 class Artifact:
     """Everything one precompile run produced: the pair, and what each stage recorded."""
 

@@ -32,6 +32,8 @@ HEAVY = ("torch._inductor", "torch._inductor.codecache", "torch._inductor.compil
          # stage]: they cost a tiny MLP's load 12.8 ms of 67 when they came with the door)
          "precompile_nb.core.capture", "precompile_nb.core.lower",
          "precompile_nb.core.lowerings", "precompile_nb.core.tuning",
+         # nor the stages' records (their dataclasses took 4.5 ms of a 12 ms import)
+         "precompile_nb.core.schemas",
          *(f"precompile_nb.core._compat.{m}" for m in (
              "autotune", "compile_pool", "conv_layout", "cpp_runs", "isa_probes",
              "kernel_store", "kernel_threads", "lowering_key", "pieces",
