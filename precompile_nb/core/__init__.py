@@ -280,7 +280,6 @@ precompile.load = load  # type: ignore[attr-defined]
 precompile.PrecompileError = PrecompileError  # type: ignore[attr-defined]
 
 
-
 def __getattr__(name: str) -> Any:
     if name == "Artifact":  # the stages' record: imported when asked for (a load does not)
         from .schemas import Artifact

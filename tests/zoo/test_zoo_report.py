@@ -123,11 +123,11 @@ def test_a_resumed_run_with_another_out_is_refused_before_it_runs_anything(tmp_p
     assert not (tmp_path / "b").exists()
 
 
-def test_a_run_alone_times_eagers_first_call_in_its_own_process_before_each_warm_start(
+def test_a_run_alone_times_eagers_first_call_in_its_own_process_beside_each_warm_start(
         tmp_path):
     """parallel.py --warm --alone: eager's own first call, in a fresh process, is queued with
-    the case's warm start (eagerfirst first), and the table holds the warm start against it;
-    without --alone (warm starts timed among the compiles) it is not measured."""
+    the case's warm start, and the table holds the warm start against it; without --alone
+    (warm starts timed among the compiles) it is not measured."""
     import argparse
 
     from benchmarks.zoo import parallel as P
