@@ -492,8 +492,10 @@ def main(argv: list[str] | None = None) -> int:
     # precompile_nb's bytecode, as an installed package has it (pip writes it at install): a
     # child that compiled the package's sources (a checkout, PYTHONDONTWRITEBYTECODE) counted
     # ~50 ms of it in every CPU load (cpu_round25: load 68-82 ms, load()'s own stages 4-12)
-    subprocess.run([args.python, "-m", "compileall", "-q", os.path.join(ROOT, "precompile_nb")],
-                   check=True, cwd=ROOT)
+    if subprocess.run([args.python, "-m", "compileall", "-q",
+                       os.path.join(ROOT, "precompile_nb")], cwd=ROOT).returncode:
+        log("could not compile precompile_nb's bytecode (a read-only checkout?): its loads "
+            "below include compiling its sources")
     log(f"device {args.device}, torch {main_info['torch']}, reference: "
         f"{ref_info['torch'] if ref_info else 'none'}; threads {threads or 'default'}; "
         f"workloads {', '.join(names)}")
