@@ -202,12 +202,21 @@ def _cases(models: str, workloads: str) -> list[tuple[str, str]]:
     return out
 
 
-def worker(plan: Plan, deadline: float) -> None:
-    while time.time() < deadline - 1:
-        unit = plan.take()
-        if unit is None:
-            return
-        run_unit(plan, *unit, deadline)
+def workers(n: int, plan: Plan, deadline: float, take, gate: Path | None = None) -> None:
+    """n threads, each running the units `take()` gives until it gives None or the deadline
+    comes; returns when every one has ended."""
+    def work() -> None:
+        while time.time() < deadline - 1:
+            unit = take()
+            if unit is None:
+                return
+            run_unit(plan, *unit, deadline, gate)
+
+    threads = [threading.Thread(target=work, daemon=True) for _ in range(max(1, n))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
 
 
 def run_unit(plan: Plan, case: tuple[str, str], phase: str, deadline: float,
@@ -226,23 +235,13 @@ def run_alone(plan: Plan, deadline: float) -> None:
     order = {c: i for i, c in enumerate(plan.rows)}
     units = sorted(plan.later, key=lambda u: (order[u[0]], u[1]))
     units.reverse()  # popped from the end: the registry's order
-    gate = plan.out / "alone.gate"
     lock = threading.Lock()
 
-    def work() -> None:
-        while time.time() < deadline - 1:
-            with lock:
-                if not units:
-                    return
-                case, phase = units.pop()
-            run_unit(plan, case, phase, deadline, gate)
+    def take():
+        with lock:
+            return units.pop() if units else None
 
-    threads = [threading.Thread(target=work, daemon=True)
-               for _ in range(max(1, plan.a.alone_jobs))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    workers(plan.a.alone_jobs, plan, deadline, take, plan.out / "alone.gate")
 
 
 def main(argv=None) -> None:
@@ -300,12 +299,7 @@ def main(argv=None) -> None:
     plan.write()
     print(f"{len(cases)} cases, {len(plan.heap)} phases, {a.jobs} at a time, deadline "
           f"{a.deadline:.0f} s", flush=True)
-    threads = [threading.Thread(target=worker, args=(plan, deadline), daemon=True)
-               for _ in range(a.jobs)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    workers(a.jobs, plan, deadline, plan.take)
     run_alone(plan, deadline)
     plan.write()
     late = sum(r.get("status") == R.NOT_RUN for r in plan.rows.values())

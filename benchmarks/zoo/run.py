@@ -295,7 +295,7 @@ def phase_nbwarm(a) -> dict:
         cache = (Path(a.work) / "nb.cache").read_bytes()
         r.reset()
         _sync(a.device)
-        a._gate.measure()
+        a.gate.measure()
         t = time.perf_counter()
         from precompile_nb import precompile
         t_import = time.perf_counter()
@@ -305,12 +305,11 @@ def phase_nbwarm(a) -> dict:
             f(m, *args)
         _sync(a.device)
         res["nb_warm_s"] = time.perf_counter() - t
+        stats = getattr(f, "__precompile_load__", {})
         res["nb_warm_split_s"] = {"import": t_import - t, "load": t_load - t_import,
                                   "first_call": time.perf_counter() - t_load,
-                                  "load_stages": getattr(f, "__precompile_load__", {}).get(
-                                      "seconds")}
-        res["load_path"] = getattr(f, "__precompile_load__", {}).get("path")
-        res["load_reason"] = getattr(f, "__precompile_load__", {}).get("reason")
+                                  "load_stages": stats.get("seconds")}
+        res["load_path"], res["load_reason"] = stats.get("path"), stats.get("reason")
         if a.rounds and a._steady_warm:
             st = r.steady({"eager": fn, "precompile": f}, a.rounds)
             res["warm_steady_eager_s"], res["warm_steady_nb_s"] = st["eager"], st["precompile"]
@@ -328,7 +327,7 @@ def phase_eagerfirst(a) -> dict:
     try:
         m, args, fn = _setup(a)
         r = _Runner(m, args, a.workload, a.device)
-        a._gate.measure()
+        a.gate.measure()
         res["eager_first_alone_s"], _ = r.call(fn)
     except BaseException as e:  # noqa: BLE001
         res.update({("eagerfirst_" + k): v for k, v in _err(e, "eagerfirst").items()})
@@ -371,7 +370,7 @@ def phase_together(a) -> dict:
         f = precompile.load((Path(a.work) / "nb.py").read_text(),
                             (Path(a.work) / "nb.cache").read_bytes())
         tc = torch.compile(fn, backend=a.backend)
-        a._gate.measure()
+        a.gate.measure()
         for g in (f, tc):  # first calls: loads, cuDNN and cuBLAS start, outside the timing
             with _grad_ctx(a.workload):
                 g(m, *args)
@@ -393,7 +392,7 @@ def case_main(a) -> None:
     import warnings
     warnings.filterwarnings("ignore")
     from benchmarks.zoo.gate import Gate
-    a._gate = Gate(a._gate_path)  # shared through the setup: other setups may run beside it
+    a.gate = Gate(a._gate)  # shared through the setup: other setups may run beside it
     res = PHASES[a.phase](a)
     res[f"{a.phase}_setup_s"] = {**getattr(a, "_times", {}),
                                  "process": time.perf_counter() - _T_START}
@@ -730,8 +729,8 @@ def main(argv=None) -> None:
                    help=argparse.SUPPRESS)  # warm phases measure steady too (parallel --alone)
     a = p.parse_args(argv)
     if a._phase:
-        a.phase, a.model, a.workload, a.work, a.result, a._gate_path = (
-            a._phase, a._model, a._workload, a._work, a._result, a._gate)
+        a.phase, a.model, a.workload, a.work, a.result = (a._phase, a._model, a._workload,
+                                                           a._work, a._result)
         return case_main(a)
     if a.list_cases:
         from benchmarks.zoo.models import REGISTRY
