@@ -808,7 +808,10 @@ def _pc_treespec_loads(dumps, Err):
     except Exception as e:  # noqa: BLE001 - retried once its types' modules are imported
         first = e
     import json
-    names, todo = [], [json.loads(dumps)[1]]
+    try:
+        names, todo = [], [json.loads(dumps)[1]]
+    except Exception:  # noqa: BLE001 - not torch's serialized form: no type to name, below
+        names, todo = [], []
     while todo:
         node = todo.pop()
         if type(node) is dict:
@@ -819,7 +822,14 @@ def _pc_treespec_loads(dumps, Err):
     try:
         return _pc_pytree.treespec_loads(dumps)
     except Exception:  # noqa: BLE001 - named below, with the first error
-        name = (missing or names or ["?"])[0]
+        if not names:  # no type to import: the spec itself does not read on this torch
+            raise Err("the artifact's recorded container structure does not load with this "
+                      "torch", invariant=7, stage="load", where="a tree literal's pytree dumps",
+                      expected="torch's treespec_loads to read it",
+                      actual=f"{type(first).__name__}: {str(first)[:100]}",
+                      hint="precompile again with this torch (or load with the torch the "
+                           "artifact was made with)") from first
+        name = (missing or names)[0]
         raise Err(f"the container type {name} this artifact was captured with is not a pytree "
                   "node here", invariant=7, stage="load", where=name,
                   expected=f"{name} registered with torch's pytree (its module imported)",

@@ -88,3 +88,14 @@ def test_a_result_type_whose_module_is_not_there_names_the_module_to_import(pair
     assert "pc_outs.Out" in got["error"] and "malformed" not in got["error"]
     assert got["invariant"] == 7
     assert got["hint"].startswith("import pc_outs ")
+
+
+def test_a_tree_spec_this_torch_cannot_read_says_to_precompile_again():
+    """No container type to import (the spec itself is not torch's form here, e.g. an edited
+    artifact or another torch's format): the error says so, not 'import ?'."""
+    from precompile_nb import PrecompileError
+    from precompile_nb.runtime import driver
+    for dumps in ("not json", json.dumps([1, {"type": None, "children_spec": []}])):
+        with pytest.raises(PrecompileError) as err:
+            driver._pc_treespec_loads(dumps, PrecompileError)
+        assert err.value.invariant == 7 and "precompile again" in err.value.hint
