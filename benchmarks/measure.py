@@ -2,6 +2,9 @@
 
 usage: python benchmarks/measure.py MODE WORKLOAD DEVICE WORKDIR [--rounds N]
 
+A workload with dynamic dims (cnn_dynamic_infer) has them marked (mark_dynamic) before every
+compiler's capture, torch.compile's and both precompiles'.
+
 The process is started with empty compiler caches (its own TMPDIR, TORCHINDUCTOR_CACHE_DIR and
 TRITON_CACHE_DIR); WORKDIR holds what earlier measurements of the same workload saved
 (artifacts, caches). Prints one line `@@BENCH@@ {json}` with the result.
@@ -133,6 +136,7 @@ def main(argv: list[str]) -> dict:
         res["first_call_s"], _ = _first_call(w.fn, w, device)
 
     elif mode == "tc_cold":
+        w.mark_dynamic()
         t = time.perf_counter()
         compiled = torch.compile(w.fn)
         with _grad_ctx(w.inference):
@@ -145,6 +149,7 @@ def main(argv: list[str]) -> dict:
             res["cache_bytes"] = len(saved[0])
 
     elif mode == "tc_warm":
+        w.mark_dynamic()
         blob = _read(path("tc_cache.bin"))
         t = time.perf_counter()
         torch.compiler.load_cache_artifacts(blob)
@@ -156,6 +161,7 @@ def main(argv: list[str]) -> dict:
         res["total_s"] = time.perf_counter() - t
 
     elif mode == "nb_cold":
+        w.mark_dynamic()
         t = time.perf_counter()
         from precompile_nb import precompile
 
@@ -186,11 +192,12 @@ def main(argv: list[str]) -> dict:
         nb = precompile.load(code, _read(path("nb.cache")))
         if os.path.exists(path("tc_cache.bin")):
             torch.compiler.load_cache_artifacts(_read(path("tc_cache.bin")))
+        w.mark_dynamic()
         tc = torch.compile(w.fn)
         args = w.args
         fns = {"eager": lambda: w.fn(*args), "torch.compile": lambda: tc(*args),
                "precompile_nb": lambda: nb(*args)}
-        if w.inference:
+        if w.inference and not w.dynamic:  # (a dynamic graph's call takes its sizes too)
             # the compiled graph alone: exec python_code again into our own namespace
             # (the kernels are on disk now; a cached load's settings: nothing compiles)
             ns: dict = {"__name__": "bench_graph_only"}
@@ -205,6 +212,7 @@ def main(argv: list[str]) -> dict:
             return {"mode": mode, "torch": torch.__version__,
                     "skipped": f"torch {torch.__version__} has no torch.compiler.precompile"}
         if mode == "ref_cold":
+            w.mark_dynamic()
             t = time.perf_counter()
             with _grad_ctx(w.inference):
                 code, cache = pc(w.fn, *w.args)
@@ -224,7 +232,7 @@ def main(argv: list[str]) -> dict:
             f = pc.load(code, cache)
             args = w.args
             fns = {"eager": lambda: w.fn(*args), "reference": lambda: f(*args)}
-            if w.inference:
+            if w.inference and not w.dynamic:
                 ns = {"__name__": "_precompiled_artifact"}
                 exec(compile(code, "<precompile>", "exec"), ns)  # noqa: S102
                 fwd = ns["forward"]

@@ -27,6 +27,13 @@ class Workload:
     inference: bool  # calls run under torch.no_grad() (for every system alike)
     fn: Callable[..., Any]  # the whole computation, models as positional arguments
     args: tuple[Any, ...]  # (model, *inputs) on the device
+    # (index into args, dim) marked dynamic before each compiler captures (torch's
+    # mark_dynamic): the artifact then serves every size in the range
+    dynamic: tuple[tuple[int, int], ...] = ()
+
+    def mark_dynamic(self) -> None:
+        for i, d in self.dynamic:
+            torch._dynamo.mark_dynamic(self.args[i], d)
 
 
 def _infer(m, x):
@@ -59,6 +66,22 @@ def _cnn(c: int) -> nn.Module:
         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(2 * c, 10))
 
 
+class _Residual(nn.Module):
+    def __init__(self, c: int):
+        super().__init__()
+        self.c1, self.b1 = nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c)
+        self.c2, self.b2 = nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c)
+
+    def forward(self, x):
+        return F.relu(x + self.b2(self.c2(F.relu(self.b1(self.c1(x))))))
+
+
+def _resnet(c: int) -> nn.Module:
+    return nn.Sequential(
+        nn.Conv2d(3, c, 3, padding=1, bias=False), nn.BatchNorm2d(c), nn.ReLU(),
+        _Residual(c), _Residual(c), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(c, 10))
+
+
 # name -> device kind -> sizes
 SIZES = {
     "tiny_mlp": {"cpu": dict(d_in=16, hidden=32, batch=4),
@@ -68,6 +91,8 @@ SIZES = {
     "transformer_train": {"cpu": dict(d=64, heads=8, layers=2, batch=4, seq=16),
                           "cuda": dict(d=512, heads=8, layers=4, batch=32, seq=128)},
     "cnn_bn_train": {"cpu": dict(c=8, batch=8, hw=16), "cuda": dict(c=32, batch=64, hw=32)},
+    "cnn_dynamic_infer": {"cpu": dict(c=8, batch=8, hw=16),
+                          "cuda": dict(c=32, batch=64, hw=32)},
 }
 NAMES = tuple(SIZES)
 
@@ -82,6 +107,9 @@ def describe(name: str, device: str) -> str:
                 f"(ff {4 * s['d']}, dropout 0), batch {s['batch']}x{s['seq']}, "
                 + ("training step (forward, MSE-like loss, backward)"
                    if name.endswith("train") else "inference"))
+    if name == "cnn_dynamic_infer":
+        return (f"ResNet-style CNN (stem + 2 residual blocks, BatchNorm, c={s['c']}), batch "
+                f"{s['batch']}x3x{s['hw']}x{s['hw']} marked dynamic (mark_dynamic), inference")
     return (f"2 conv + BatchNorm layers (c={s['c']}) + linear head, batch "
             f"{s['batch']}x3x{s['hw']}x{s['hw']}, training step (cross-entropy, backward)")
 
@@ -108,9 +136,14 @@ def build(name: str, device: str) -> Workload:
         args = (torch.randn(s["batch"], 3, s["hw"], s["hw"]),
                 torch.randint(0, 10, (s["batch"],)))
         fn, inference = _cnn_step, False
+    elif name == "cnn_dynamic_infer":
+        m = _resnet(s["c"])
+        m.eval()
+        args = (torch.randn(s["batch"], 3, s["hw"], s["hw"]),)
+        fn, inference = _infer, True
     else:
         raise ValueError(f"unknown workload {name!r}; known: {', '.join(NAMES)}")
     m = m.to(device)
     args = tuple(a.to(device) for a in args)
     return Workload(name=name, description=describe(name, device), inference=inference, fn=fn,
-                    args=(m, *args))
+                    args=(m, *args), dynamic=((1, 0),) if name == "cnn_dynamic_infer" else ())
