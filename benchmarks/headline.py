@@ -156,7 +156,7 @@ def gpu_rows() -> list[tuple[str, str, str]]:
                                                                      "cold_workloads_call4.json"
                                                                      )), bn_straight=False),
                                           *forked_round27_rows(), *round28_rows(),
-                                          zoo_warm_round29_row()]
+                                          zoo_warm_round29_row(), suite_warm_round30_row()]
 
 
 _R15 = "benchmarks/results/h200_round15/cold_call1.json"
@@ -230,6 +230,19 @@ def zoo_warm_round29_row() -> tuple[str, str, str]:
             f"{statistics.median(ratio.values()):.2f}; over: " +
             ", ".join(f"{m} {ratio[m]:.{2 if round(ratio[m], 2) > 1.1 else 3}f}"
                       for m in over), src)
+
+
+def suite_warm_round30_row() -> tuple[str, str, str]:
+    """Round 30 (an H100): the benchmark suite, its mark_dynamic workload among them, a fresh
+    process's load + first call over eager's own first call, three runs merged (each one-shot
+    measurement: its fastest sample)."""
+    src = "benchmarks/results/h100_round30_suite_warm/merged/results.json"
+    w = json.loads((ROOT / src).read_text())["workloads"]
+    return ("benchmark workloads, round 30: load with the cache + first call / eager's own first "
+            "call, fresh processes, fastest of 2-3 runs each (H100; cnn_dynamic_infer: batch "
+            "marked dynamic)",
+            ", ".join(f"{k} {v['ratios']['load_cache_vs_eager_first']:.2f}" for k, v in w.items()),
+            src)
 
 
 _THREADS_EXPERIMENT = ("precompile with the kernels met before the compile workers are ready "
