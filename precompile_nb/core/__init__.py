@@ -157,8 +157,8 @@ def build(fn: Callable, *example_inputs: Any, backend: str = "inductor",
                                                         data_guards=data_guards))
             lowered = stage("lower", lambda: lower(captured, backend, tune_sizes=sizes))
         finally:  # every early worker the lowering did not take, and the compile workers
-            pieces.stop_workers()  # forked for it (Note [compile workers forked for a build])
-            _compat.stop_forked_workers()
+            pieces.stop_workers()  # forked for it, or a sidecar started for it and not ready
+            _compat.end_build_workers()
     captured = dataclasses.replace(captured, example_tensors=())  # no reference to the example
     python_code = stage("emit", lambda: emit(captured, lowered))
     cache = stage("pack", lambda: pack(python_code, backend, lowered.files + (

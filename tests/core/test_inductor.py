@@ -288,7 +288,8 @@ def compile_pool_at_capture(device: str, tmp: Path, env: dict | None = None,
         from precompile_nb.core import _compat
         seen = {{"jobs": 0, "forked": False}}
         real, start = cap.capture, _compat.start_compile_workers
-        at_lowering, stop = _compat.workers_for_graph, _compat.stop_forked_workers
+        from precompile_nb.core._compat import compile_pool
+        at_lowering, end = _compat.workers_for_graph, _compat.end_build_workers
         def spy(*a, **k):
             seen["pool"] = AsyncCompile.process_pool.cache_info().currsize > 0
             return real(*a, **k)
@@ -296,10 +297,11 @@ def compile_pool_at_capture(device: str, tmp: Path, env: dict | None = None,
             jobs = (at_lowering if a else start)(*a)
             seen["jobs"] += jobs
             return jobs
-        def stopped():
-            seen["forked"] |= stop()
+        def ended():
+            seen["forked"] |= compile_pool.forked_worker_count() > 0
+            end()
         cap.capture, _compat.start_compile_workers = spy, counted
-        _compat.workers_for_graph, _compat.stop_forked_workers = counted, stopped
+        _compat.workers_for_graph, _compat.end_build_workers = counted, ended
         def fn(x):
             for _ in range({ops} // 2):
                 x = (x.sin() * 2).softmax(-1)

@@ -86,8 +86,9 @@ from .warm import (  # noqa: F401 - the door re-exports
 _LAZY_NAMES: dict[str, tuple[str, ...]] = {
     "answers": ("tracing_as_a_compiler",),
     "autotune": ("SizeChoice", "autotune_now", "tuning_at_sizes"),
-    "compile_pool": ("forked_worker_count", "start_compile_workers", "start_triton_setup",
-                     "stop_forked_workers", "workers_for_graph"),
+    "compile_pool": ("end_build_workers", "forked_worker_count", "start_compile_workers",
+                     "start_triton_setup",
+                     "stop_forked_workers", "stop_unready_sidecar", "workers_for_graph"),
     "conv_layout": ("backward_convolutions_in_channels_last",
                     "backward_convolutions_see_channels_last",
                     "has_depthwise_conv_and_no_backward", "layout_optimized"),

@@ -44,7 +44,7 @@ WARM_MODULES = ("triton.language", "triton.compiler.compiler",
                 "triton.backends.nvidia.compiler", "triton.backends.nvidia.driver",
                 "torch._inductor.runtime.triton_helpers",
                 "torch._inductor.runtime.triton_heuristics")
-_warmed: list[bool] = []  # one entry once this process handed its workers the import jobs
+_warmed: list[bool] = []  # one entry once the current sidecar was handed the import jobs
 
 
 def start_compile_workers() -> int:
@@ -107,20 +107,83 @@ def forked_worker_count() -> int:
 def _start_sidecar(async_compile_cls: Any) -> int:
     from torch._inductor.async_compile import maybe_warm_pool
 
+    had_pool = async_compile_cls.process_pool.cache_info().currsize > 0
     maybe_warm_pool()
     # 2.11-2.15: set once maybe_warm_pool started the pool (not on CPU, TORCH_WARM_POOL=0)
-    if _warmed or getattr(async_compile_cls, "_ready_future", None) is None:
+    if getattr(async_compile_cls, "_ready_future", None) is None:
+        return 0
+    pool = async_compile_cls.process_pool()
+    if not had_pool and not _SIDECAR:  # started for this build (Note [an unready sidecar
+        _SIDECAR.append(pool)  # ends with the build])
+    if _warmed:
         return 0
     _warmed.append(True)
     import pkgutil
 
     from torch._inductor.async_compile import get_compile_threads
 
-    pool = async_compile_cls.process_pool()
     jobs = list(WARM_MODULES) * get_compile_threads()  # each worker likely takes some
     for name in jobs:  # a module absent there only fails its own job, which nothing reads
         pool.submit(pkgutil.resolve_name, name + ":__name__")
     return len(jobs)
+
+
+# Note [an unready sidecar ends with the build]
+#   Inductor's sidecar is a fresh interpreter that imports torch, then starts one worker per
+#   core, each importing torch too; it reads nothing from its pipe until its own imports are
+#   done, and Inductor's exit handler waits for it (SubprocPool.shutdown, 2.11-2.15). A small
+#   CUDA graph's build is over before the sidecar precompile started for it is ready (its few
+#   kernels compiled on threads: Note [kernels on threads while the workers start]), so a
+#   script that precompiled one and ended sat at its exit until the sidecar had started: on
+#   the H100 (benchmarks/results/h100_round30_suite_warm) the precompile processes of
+#   tiny_mlp, transformer_infer and cnn_dynamic_infer ended 7.6-8.9 s after their last line,
+#   eager's 0.7 s, those that forked their workers for the build 1.6-1.7 s; on the
+#   development machine (torch 2.15, Triton 3.9, 8 compile threads on 2 cores) a process that
+#   started the sidecar and ended a second later took 5.9 s to exit, 1.3 s without it. So
+#   when the build ends, a sidecar that precompile started for it (no pool was there before)
+#   and that is still not ready is forgotten by Inductor, as forked workers are, and told to
+#   shut down from a daemon thread: nothing waits for it, and it ends once it reads that.
+#   It ran no job of the build (a kernel goes to the workers only once they are ready), and
+#   the next compile that wants a pool starts one. A sidecar that became ready stays, for the
+#   next compile of the process (a notebook's), as before. PRECOMPILE_NB_END_UNREADY_SIDECAR=0
+#   (or off, false, no) keeps it in every case.
+_SIDECAR: list[Any] = []  # the sidecar _start_sidecar started for the build under way
+
+
+def end_build_workers() -> None:
+    """At a build's end: the workers forked for it (Note [compile workers forked for a build])
+    and a sidecar started for it that is not ready yet (Note [an unready sidecar ends with the
+    build]) end."""
+    stop_forked_workers()
+    stop_unready_sidecar()
+
+
+def stop_unready_sidecar() -> bool:
+    """At a build's end: end the sidecar started for it where it is not ready yet (Note [an
+    unready sidecar ends with the build]); True where it ended one."""
+    if not _SIDECAR:
+        return False
+    pool = _SIDECAR.pop()
+    try:
+        import torch._inductor.async_compile as ac
+
+        ready = getattr(ac.AsyncCompile, "_ready_future", None)
+        if (switched_off("PRECOMPILE_NB_END_UNREADY_SIDECAR") or ready is None or ready.done()
+                or _forget(pool) is None):
+            return False
+    except Exception:  # noqa: BLE001 - left as it was: it ends with this process, as before
+        return False
+    _warmed.clear()  # a sidecar started later gets the import jobs again
+    threading.Thread(target=_shut_down, args=(pool,), daemon=True,
+                     name="precompile_nb-sidecar-end").start()
+    return True
+
+
+def _shut_down(pool: Any) -> None:
+    try:
+        pool.shutdown()  # tells the sidecar, then waits for it (on this thread alone)
+    except Exception:  # noqa: BLE001 - a sidecar already gone
+        pass
 
 
 # Note [compile workers forked for a build]
