@@ -137,9 +137,11 @@ def _start_sidecar(async_compile_cls: Any) -> int:
 #   script that precompiled one and ended sat at its exit until the sidecar had started: on
 #   the H100 (benchmarks/results/h100_round30_suite_warm) the precompile processes of
 #   tiny_mlp, transformer_infer and cnn_dynamic_infer ended 7.6-8.9 s after their last line,
-#   eager's 0.7 s, those that forked their workers for the build 1.6-1.7 s; on the
+#   eager's 0.7 s, those that forked their workers for the build 1.6-1.8 s; on the
 #   development machine (torch 2.15, Triton 3.9, 8 compile threads on 2 cores) a process that
-#   started the sidecar and ended a second later took 5.9 s to exit, 1.3 s without it. So
+#   started the sidecar as a small graph's lowering does and ended a second later took
+#   4.0-4.3 s to exit (0.8-0.9 s with no sidecar), 0.9 s with what follows (not yet measured
+#   on a GPU). So
 #   when the build ends, a sidecar that precompile started for it (no pool was there before)
 #   and that is still not ready is forgotten by Inductor, as forked workers are, and told to
 #   shut down from a daemon thread: nothing waits for it, and it ends once it reads that.
