@@ -2,8 +2,8 @@
 
 usage: python benchmarks/measure.py MODE WORKLOAD DEVICE WORKDIR [--rounds N]
 
-A workload with dynamic dims (cnn_dynamic_infer) has them marked (mark_dynamic) before every
-compiler's capture, torch.compile's and both precompiles'.
+A workload with dynamic dims (cnn_dynamic_infer) has them marked (mark_dynamic) as soon as it
+is built, so before every compiler's capture, torch.compile's and both precompiles'.
 
 The process is started with empty compiler caches (its own TMPDIR, TORCHINDUCTOR_CACHE_DIR and
 TRITON_CACHE_DIR); WORKDIR holds what earlier measurements of the same workload saved
@@ -128,6 +128,7 @@ def main(argv: list[str]) -> dict:
     round_s = float(argv[argv.index("--round-s") + 1]) if "--round-s" in argv else 0.02
     warnings.simplefilter("ignore")
     w = build(name, device)
+    w.mark_dynamic()  # before every capture (eager and the loads do not read the marks)
     res: dict = {"mode": mode, "torch": torch.__version__, "import_torch_s": T_TORCH,
                  "threads": torch.get_num_threads()}
     path = lambda f: os.path.join(workdir, f)  # noqa: E731
@@ -136,7 +137,6 @@ def main(argv: list[str]) -> dict:
         res["first_call_s"], _ = _first_call(w.fn, w, device)
 
     elif mode == "tc_cold":
-        w.mark_dynamic()
         t = time.perf_counter()
         compiled = torch.compile(w.fn)
         with _grad_ctx(w.inference):
@@ -149,7 +149,6 @@ def main(argv: list[str]) -> dict:
             res["cache_bytes"] = len(saved[0])
 
     elif mode == "tc_warm":
-        w.mark_dynamic()
         blob = _read(path("tc_cache.bin"))
         t = time.perf_counter()
         torch.compiler.load_cache_artifacts(blob)
@@ -161,7 +160,6 @@ def main(argv: list[str]) -> dict:
         res["total_s"] = time.perf_counter() - t
 
     elif mode == "nb_cold":
-        w.mark_dynamic()
         t = time.perf_counter()
         from precompile_nb import precompile
 
@@ -192,7 +190,6 @@ def main(argv: list[str]) -> dict:
         nb = precompile.load(code, _read(path("nb.cache")))
         if os.path.exists(path("tc_cache.bin")):
             torch.compiler.load_cache_artifacts(_read(path("tc_cache.bin")))
-        w.mark_dynamic()
         tc = torch.compile(w.fn)
         args = w.args
         fns = {"eager": lambda: w.fn(*args), "torch.compile": lambda: tc(*args),
@@ -212,7 +209,6 @@ def main(argv: list[str]) -> dict:
             return {"mode": mode, "torch": torch.__version__,
                     "skipped": f"torch {torch.__version__} has no torch.compiler.precompile"}
         if mode == "ref_cold":
-            w.mark_dynamic()
             t = time.perf_counter()
             with _grad_ctx(w.inference):
                 code, cache = pc(w.fn, *w.args)

@@ -119,6 +119,7 @@ def build(name: str, device: str) -> Workload:
     kind = "cuda" if device.startswith("cuda") else "cpu"
     s = SIZES[name][kind]
     torch.manual_seed(0)
+    dynamic: tuple[tuple[int, int], ...] = ()
     if name == "tiny_mlp":
         m = nn.Sequential(nn.Linear(s["d_in"], s["hidden"]), nn.ReLU(),
                           nn.Linear(s["hidden"], s["d_in"]))
@@ -140,10 +141,10 @@ def build(name: str, device: str) -> Workload:
         m = _resnet(s["c"])
         m.eval()
         args = (torch.randn(s["batch"], 3, s["hw"], s["hw"]),)
-        fn, inference = _infer, True
+        fn, inference, dynamic = _infer, True, ((1, 0),)  # the batch
     else:
         raise ValueError(f"unknown workload {name!r}; known: {', '.join(NAMES)}")
     m = m.to(device)
     args = tuple(a.to(device) for a in args)
     return Workload(name=name, description=describe(name, device), inference=inference, fn=fn,
-                    args=(m, *args), dynamic=((1, 0),) if name == "cnn_dynamic_infer" else ())
+                    args=(m, *args), dynamic=dynamic)

@@ -818,17 +818,17 @@ def _pc_treespec_loads(dumps, Err):
             if type(node.get("type")) is str and "." in node["type"]:
                 names.append(node["type"])
             todo.extend(node.get("children_spec") or ())
+    if not names:  # no type to import: the spec itself does not read on this torch
+        raise Err("the artifact's recorded container structure does not load with this torch",
+                  invariant=7, stage="load", where="a tree literal's pytree dumps",
+                  expected="torch's treespec_loads to read it",
+                  actual=f"{type(first).__name__}: {str(first)[:100]}",
+                  hint="precompile again with this torch (or load with the torch the artifact "
+                       "was made with)") from first
     missing = [n for n in dict.fromkeys(names) if _pc_find_class(*n.rsplit(".", 1)) is None]
     try:
         return _pc_pytree.treespec_loads(dumps)
     except Exception:  # noqa: BLE001 - named below, with the first error
-        if not names:  # no type to import: the spec itself does not read on this torch
-            raise Err("the artifact's recorded container structure does not load with this "
-                      "torch", invariant=7, stage="load", where="a tree literal's pytree dumps",
-                      expected="torch's treespec_loads to read it",
-                      actual=f"{type(first).__name__}: {str(first)[:100]}",
-                      hint="precompile again with this torch (or load with the torch the "
-                           "artifact was made with)") from first
         name = (missing or names)[0]
         raise Err(f"the container type {name} this artifact was captured with is not a pytree "
                   "node here", invariant=7, stage="load", where=name,

@@ -44,7 +44,7 @@ WARM_MODULES = ("triton.language", "triton.compiler.compiler",
                 "triton.backends.nvidia.compiler", "triton.backends.nvidia.driver",
                 "torch._inductor.runtime.triton_helpers",
                 "torch._inductor.runtime.triton_heuristics")
-_warmed: list[bool] = []  # one entry once the current sidecar was handed the import jobs
+_warmed: list[Any] = []  # the sidecar that was handed the import jobs
 
 
 def start_compile_workers() -> int:
@@ -115,9 +115,9 @@ def _start_sidecar(async_compile_cls: Any) -> int:
     pool = async_compile_cls.process_pool()
     if not had_pool and not _SIDECAR:  # started for this build (Note [an unready sidecar
         _SIDECAR.append(pool)  # ends with the build])
-    if _warmed:
+    if _warmed and _warmed[0] is pool:
         return 0
-    _warmed.append(True)
+    _warmed[:] = [pool]
     import pkgutil
 
     from torch._inductor.async_compile import get_compile_threads
@@ -175,7 +175,6 @@ def stop_unready_sidecar() -> bool:
             return False
     except Exception:  # noqa: BLE001 - left as it was: it ends with this process, as before
         return False
-    _warmed.clear()  # a sidecar started later gets the import jobs again
     threading.Thread(target=_shut_down, args=(pool,), daemon=True,
                      name="precompile_nb-sidecar-end").start()
     return True
