@@ -39,7 +39,7 @@ from . import _compat
 from ._compat.scoped_patch import switch_mistakes, switched_off
 from .cache import pack
 from .errors import PrecompileError, fn_name, raised_by_user, user_frame
-from .load import bytecode_file, load
+from .load import load, python_entries
 
 if TYPE_CHECKING:
     from .schemas import Artifact
@@ -162,7 +162,7 @@ def build(fn: Callable, *example_inputs: Any, backend: str = "inductor",
     captured = dataclasses.replace(captured, example_tensors=())  # no reference to the example
     python_code = stage("emit", lambda: emit(captured, lowered))
     cache = stage("pack", lambda: pack(python_code, backend, lowered.files + (
-        (bytecode_file(python_code),) if backend == "inductor" else ())))
+        python_entries(python_code) if backend == "inductor" else ())))
     return Artifact(python_code=python_code, cache=cache, captured=captured, lowered=lowered,
                     stage_seconds=tuple(times))
 

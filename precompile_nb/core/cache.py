@@ -18,13 +18,15 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import marshal
 import os
 import re
 import stat
 import struct
+import sys
 import tempfile
 import threading
-from typing import NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from . import _compat
 from .errors import PrecompileError
@@ -178,9 +180,48 @@ def read_tag(cache: bytes) -> tuple[CacheTag, dict]:
     return tag, header
 
 
-# The root of python_code's own compiled bytecode in the file table (Note [bytecode in the
-# cache] in core/load.py): verified like every file, never installed.
+# The root of python_code's own entries in the file table, verified like every file and never
+# installed: its bytecode (Note [bytecode in the cache] in core/load.py) and its literals (Note
+# [the literals in the cache] there), each named by python_code's hash and this Python's
+# bytecode version. marshal reads these two and nothing else.
 BYTECODE_ROOT = "python"
+_ENTRY_SUFFIX = {"bytecode": "marshal", "literals": "literals.marshal"}
+
+
+def python_entries(python_code: str, code: Any, literals: Any,
+                   ) -> tuple[tuple[str, str, bytes], ...]:
+    """python_code's own entries: `code`, its module compiled by this Python, and `literals`,
+    its (metadata, warm record) as read from its text, unless None or not marshallable."""
+    h = code_hash(python_code)
+    out = [(BYTECODE_ROOT, _python_rel(h, "bytecode"), marshal.dumps(code))]
+    if literals is not None:
+        with contextlib.suppress(ValueError):
+            out.append((BYTECODE_ROOT, _python_rel(h, "literals"), marshal.dumps(literals)))
+    return tuple(out)
+
+
+def python_entry(files: list[tuple[str, str, Any]], code_hash_: str,
+                 kind: Literal["bytecode", "literals"]) -> Any:
+    """The bytes of python_code's `kind` entry among the verified `files`, or None."""
+    rel = _python_rel(code_hash_, kind)
+    return next((data for root, r, data in files if root == BYTECODE_ROOT and r == rel), None)
+
+
+def unmarshalled(data: Any) -> Any:
+    """The value of a python_code entry's bytes (python_entry); None when it does not read."""
+    if data is None:
+        return None
+    try:
+        return marshal.loads(data)
+    except (ValueError, EOFError, TypeError):
+        return None
+
+
+def _python_rel(code_hash_: str, kind: str) -> str:
+    import importlib.util
+
+    return (f"{code_hash_[:32]}.{sys.implementation.cache_tag}."
+            f"{importlib.util.MAGIC_NUMBER.hex()}.{_ENTRY_SUFFIX[kind]}")
 
 
 def read_files(cache: bytes | memoryview, header: dict) -> list[tuple[str, str, memoryview]]:

@@ -34,9 +34,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import dis
-import itertools
 import linecache
-import marshal
 import os
 import sys
 import threading
@@ -53,7 +51,6 @@ from . import _compat, warm
 from . import cache as _cache
 from .errors import PrecompileError
 
-_counter = itertools.count()
 # CPython 3.11's ast.parse is not thread-safe: a thread switch inside AST construction (a gc
 # callback or finalizer running Python code) raises "SystemError: AST constructor recursion
 # depth mismatch" (python/cpython#106905). Concurrent loads parse one at a time.
@@ -247,14 +244,18 @@ def load(python_code: str, cache: bytes | None = None) -> Callable[..., Any]:
 
 def _load(python_code: str, cache: bytes | None) -> Callable[..., Any]:
     clock = _Clock()
-    tree, meta, record = _read_artifact(python_code)
+    envelope = _envelope(python_code, cache)  # Note [the literals in the cache]
+    if envelope is not None:
+        clock.lap("cache_read")
+    tree, meta, record = _read_artifact(python_code, envelope)
     clock.lap("read")
     warnings.warn(f"precompile.load executes python_code of `{meta['fn_name']}` as code: only "
                   "load artifacts you trust (invariant 7)", UserWarning,
                   stacklevel=_user_stacklevel())
     stats: dict[str, Any] = {"cache_files": 0, "written": 0, "present": 0, "deferred": 0,
                              "used": False, "seconds": clock.seconds}
-    installed = _take_cache(python_code, cache, meta, stats, clock)
+    stats["literals"] = "text" if envelope is None or envelope.literals is None else "cache"
+    installed = _take_cache(python_code, cache, meta, stats, clock, envelope)
     calls = warm.recorded_calls(record)
     if calls is None and tree is None:  # no recorded scan (eager backend, older artifact)
         tree, _ = _read(python_code)
@@ -269,7 +270,8 @@ def _load(python_code: str, cache: bytes | None) -> Callable[..., Any]:
         rest = _install(installed.files, plan, meta, stats)
         clock.lap("cache_install")
     try:
-        return _run(python_code, tree, meta, plan, stats, clock, rest, installed.bytecode)
+        return _run(python_code, tree, meta, plan, stats, clock, rest, installed.bytecode,
+                    envelope.tag.code_hash if envelope is not None else None)
     finally:  # every kernel is loaded once the module ran: the artifact keeps no cache bytes
         if plan.cubins:
             plan.cubins.clear()
@@ -337,9 +339,14 @@ def _install_now(files: list[tuple[str, str, Any]], meta: dict[str, Any],
         stats["present"] += present
 
 
-def _read_artifact(python_code: str) -> tuple[ast.Module | None, dict[str, Any], Any]:
-    """(syntax tree or None, checked metadata, _PC_WARM literal): from the two statements
-    alone when they are laid out as emit writes them, else from the parsed module."""
+def _read_artifact(python_code: str, envelope: _Envelope | None,
+                   ) -> tuple[ast.Module | None, dict[str, Any], Any]:
+    """(syntax tree or None, checked metadata, _PC_WARM literal): from the cache when it holds
+    them (Note [the literals in the cache]), else from the two statements alone when they are
+    laid out as emit writes them, else from the parsed module."""
+    if envelope is not None and envelope.literals is not None:
+        meta, record = envelope.literals
+        return None, _checked(meta), record
     fast = _read_fast(python_code)
     if fast is not None:
         return None, *fast
@@ -359,15 +366,54 @@ class _Installed(NamedTuple):
     bytecode: Any = None  # python_code compiled by this Python (Note [bytecode in the cache])
 
 
-def _take_cache(python_code: str, cache: Any, meta: dict[str, Any], stats: dict[str, Any],
-                clock: _Clock) -> _Installed:
-    """Check the cache against python_code (tag, backend) and read its verified files, to be
-    installed when it was made by this torch build (see the policy above)."""
-    # None or empty bytes: no cache. Anything else must be an envelope (read_tag says so
-    # when it is not even bytes: a falsy 0 or "" is not silently "no cache").
-    if cache is None or (isinstance(cache, (bytes, bytearray, memoryview)) and len(cache) == 0):
-        return _Installed(set(), set(), "no cache: Inductor compiles the kernels now")
-    tag, header = _cache.read_tag(cache)
+# Note [the literals in the cache]
+#   A load reads two literals before anything runs: the metadata (_PC_META) and the warm
+#   record (_PC_WARM). Read from python_code's text they are compiled (Note [literals read as
+#   bytecode]): 1.5 ms for the 6.5 KB metadata of the CPU benchmark's transformer on the
+#   development machine, ~40 ms for the warm record of a CUDA step with hundreds of kernels.
+#   So precompile packs both values, marshalled, in the cache beside python_code's bytecode
+#   (root "python", under a name that holds python_code's hash and this Python's bytecode
+#   tag), and a load whose cache is an envelope naming its python_code reads the cache
+#   first and takes them from there (tens of microseconds); they are checked as ever
+#   (_checked: the header and every field of the convention). Nothing else changes: the
+#   values are the ones precompile read back from the text with the load's own readers,
+#   the entry is verified like every file, and the tag's hash ties it to that text. Any
+#   other load reads the text: no cache, another Python, a cache without the entry (made
+#   before it, or eager), or a cache that does not read or names another python_code;
+#   that cache is then refused after the text's checks, in the order it always was.
+
+
+class _Envelope:
+    """A cache read ahead of the text (Note [the literals in the cache]): its tag, which names
+    python_code, its verified files, and the (metadata, warm record) it holds, or None. (A
+    plain class: a NamedTuple costs ~0.1 ms to make when a load imports this module.)"""
+
+    __slots__ = ("tag", "files", "literals")
+
+    def __init__(self, tag: _cache.CacheTag, files: list[tuple[str, str, Any]],
+                 literals: tuple[dict[str, Any], Any] | None) -> None:
+        self.tag, self.files, self.literals = tag, files, literals
+
+
+def _envelope(python_code: Any, cache: Any) -> _Envelope | None:
+    """The cache read and verified when it is an envelope whose tag names python_code, else
+    None (_take_cache then refuses it after the text's checks)."""
+    if (not isinstance(python_code, str) or not isinstance(cache, (bytes, bytearray, memoryview))
+            or len(cache) == 0):
+        return None
+    try:
+        tag, header = _cache.read_tag(cache)
+        if tag.code_hash != _cache.code_hash(python_code):
+            return None
+        files = _cache.read_files(_cache.frozen(cache), header)
+    except PrecompileError:
+        return None
+    value = _cache.unmarshalled(_cache.python_entry(files, tag.code_hash, "literals"))
+    ok = isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], dict)
+    return _Envelope(tag, files, value if ok else None)
+
+
+def _check_code_hash(python_code: str, tag: _cache.CacheTag) -> None:
     if tag.code_hash != _cache.code_hash(python_code):
         raise PrecompileError("the cache belongs to another python_code", invariant=7,
                               stage="load", where="cache code_hash",
@@ -375,12 +421,29 @@ def _take_cache(python_code: str, cache: Any, meta: dict[str, Any], stats: dict[
                               actual=tag.code_hash[:16],
                               hint="load each python_code with the cache saved with it "
                                    "(NAME.py with NAME.cache), or with cache=None")
+
+
+def _take_cache(python_code: str, cache: Any, meta: dict[str, Any], stats: dict[str, Any],
+                clock: _Clock, envelope: _Envelope | None = None) -> _Installed:
+    """Check the cache against python_code (tag, backend) and read its verified files, to be
+    installed when it was made by this torch build (see the policy above). `envelope`: the
+    cache already read and verified (_envelope), or None to read it here."""
+    # None or empty bytes: no cache. Anything else must be an envelope (read_tag says so
+    # when it is not even bytes: a falsy 0 or "" is not silently "no cache").
+    if cache is None or (isinstance(cache, (bytes, bytearray, memoryview)) and len(cache) == 0):
+        return _Installed(set(), set(), "no cache: Inductor compiles the kernels now")
+    if envelope is None:
+        tag, header = _cache.read_tag(cache)
+        _check_code_hash(python_code, tag)
+    else:
+        tag = envelope.tag
     if tag.backend != meta["backend"]:
         raise PrecompileError("the cache was made for another backend", invariant=7,
                               stage="load", where="cache backend",
                               expected=meta["backend"], actual=tag.backend,
                               hint="load each python_code with the cache saved with it")
-    files = _cache.read_files(_cache.frozen(cache), header)  # Note [cache read in place]
+    files = (envelope.files if envelope is not None  # Note [cache read in place]
+             else _cache.read_files(_cache.frozen(cache), header))
     clock.lap("cache_read")
     stats["cache_files"] = len(files)
     if tag.torch != _compat.torch_build_id():
@@ -390,9 +453,7 @@ def _take_cache(python_code: str, cache: Any, meta: dict[str, Any], stats: dict[
                       CacheWarning, stacklevel=_user_stacklevel())
         return _Installed(set(), set(),
                           f"the cache was made by another torch build ({tag.torch})")
-    bytecode = next((data for root, rel, data in files
-                     if root == _cache.BYTECODE_ROOT and rel == _bytecode_rel(tag.code_hash)),
-                    None)
+    bytecode = _cache.python_entry(files, tag.code_hash, "bytecode")
     files = [f for f in files if f[0] != _cache.BYTECODE_ROOT]
     if not files:
         return _Installed(set(), set(), "no cache: Inductor compiles the kernels now",
@@ -404,13 +465,12 @@ def _take_cache(python_code: str, cache: Any, meta: dict[str, Any], stats: dict[
 
 def _run(python_code: str, tree: ast.Module | None, meta: dict[str, Any],
          plan: warm.WarmPlan, stats: dict[str, Any], clock: _Clock,
-         rest: list[tuple[str, str, Any]], bytecode: Any = None) -> Callable[..., Any]:
+         rest: list[tuple[str, str, Any]], bytecode: Any = None,
+         code_hash: str | None = None) -> Callable[..., Any]:
     """Compile and execute python_code on the planned path; its `forward`, which carries the
     metadata and the load's stats, and keeps python_code's lines for tracebacks."""
-    fn_name = meta["fn_name"]
-    filename = f"<precompile_nb artifact {fn_name} #{next(_counter)}>"
-    # register the source so tracebacks through the artifact show its lines
-    linecache.cache[filename] = (len(python_code), None, python_code.splitlines(True), filename)
+    filename = _source_name(meta["fn_name"], code_hash or _cache.code_hash(python_code))
+    _hold_source(filename, python_code)  # tracebacks through the artifact show its lines
     code = None
     try:
         # dont_inherit: compiled as in a fresh process, whatever this module's __future__;
@@ -424,23 +484,54 @@ def _run(python_code: str, tree: ast.Module | None, meta: dict[str, Any],
         clock.lap("execute")
     except Exception as e:
         if isinstance(e, PrecompileError):  # does not parse (as _read says), or the driver
-            linecache.cache.pop(filename, None)  # named what is wrong and its fix itself
+            _drop_source(filename)  # named what is wrong and its fix itself
             raise
         err = _exec_failed(e, filename)  # reads the failing line from linecache
-        linecache.cache.pop(filename, None)
+        _drop_source(filename)
         raise err from e
     forward = ns.get("forward")
     if not callable(forward):
-        linecache.cache.pop(filename, None)
+        _drop_source(filename)
         raise PrecompileError("python_code defines no forward(*args)", invariant=7,
                               stage="load", where="python_code", expected="forward",
                               actual="missing", hint=_NOT_ARTIFACT)
     forward.__precompile_meta__ = meta
     forward.__precompile_load__ = stats
-    # each load registers its source for tracebacks: drop it with the callable, or a process
-    # that loads many artifacts keeps every source it ever loaded
-    weakref.finalize(forward, linecache.cache.pop, filename, None)
+    # each load holds its source for tracebacks: let go with the callable, or a process that
+    # loads many artifacts keeps every source it ever loaded
+    weakref.finalize(forward, _drop_source, filename)
     return forward
+
+
+# Note [one source name a python_code]
+#   A loaded artifact's code objects are named after its function and python_code's hash,
+#   the name under which linecache holds its lines for tracebacks. precompile compiles the
+#   cache's bytecode under that very name, so a load runs the code objects as unmarshalled;
+#   renaming them all (~250 for a small module) was ~1 ms of a fresh process's load. Loads
+#   of one python_code share the name and the lines, which stay while any of them lives.
+_SOURCES: dict[str, int] = {}  # source name -> live loads holding its lines
+_SOURCES_LOCK = threading.Lock()
+
+
+def _source_name(fn_name: str, code_hash: str) -> str:
+    return f"<precompile_nb artifact {fn_name} {code_hash[:12]}>"
+
+
+def _hold_source(filename: str, python_code: str) -> None:
+    with _SOURCES_LOCK:
+        _SOURCES[filename] = _SOURCES.get(filename, 0) + 1
+        if filename not in linecache.cache:
+            linecache.cache[filename] = (len(python_code), None, python_code.splitlines(True),
+                                         filename)
+
+
+def _drop_source(filename: str) -> None:
+    with _SOURCES_LOCK:
+        left = _SOURCES.pop(filename, 1) - 1
+        if left > 0:
+            _SOURCES[filename] = left
+        else:
+            linecache.cache.pop(filename, None)
 
 
 class _Clock:
@@ -510,36 +601,31 @@ def _compile(tree: ast.Module | None, python_code: str, filename: str) -> Any:
 #   name that holds the hash of the python_code it was compiled from and the bytecode's
 #   version (the interpreter's cache tag and magic number). A load whose cache holds the
 #   entry for its python_code and its Python runs that code object (verified like every
-#   cache file; renamed to this load's filename, so tracebacks show python_code's lines);
+#   cache file; compiled under the name tracebacks find python_code's lines by, Note [one
+#   source name a python_code]);
 #   any other load compiles python_code as before: another Python, a cache repacked with
 #   another python_code, an eager artifact (none packed). python_code stays the source of
 #   truth: an edited one no longer matches its cache's tag and is refused (invariant 7).
-def bytecode_file(python_code: str) -> tuple[str, str, bytes]:
-    """The cache entry of python_code's bytecode (Note [bytecode in the cache])."""
+def python_entries(python_code: str) -> tuple[tuple[str, str, bytes], ...]:
+    """The cache entries precompile packs for python_code itself: its bytecode, compiled under
+    the name loads give it (Note [bytecode in the cache]), and its literals as the load's own
+    readers read them from the text (Note [the literals in the cache])."""
+    literals = _read_fast(python_code)
+    filename = ("<precompile_nb artifact>" if literals is None
+                else _source_name(literals[0]["fn_name"], _cache.code_hash(python_code)))
     with _AST_LOCK:
-        code = compile(python_code, "<precompile_nb artifact>", "exec", dont_inherit=True)
-    return _cache.BYTECODE_ROOT, _bytecode_rel(_cache.code_hash(python_code)), marshal.dumps(code)
-
-
-def _bytecode_rel(code_hash: str) -> str:
-    import importlib.util
-
-    return (f"{code_hash[:32]}.{sys.implementation.cache_tag}."
-            f"{importlib.util.MAGIC_NUMBER.hex()}.marshal")
+        code = compile(python_code, filename, "exec", dont_inherit=True)
+    return _cache.python_entries(python_code, code, literals)
 
 
 def _from_bytecode(data: Any, filename: str) -> Any:
-    """The code object of a bytecode entry, its every code object named `filename`; None
-    when there is none or it does not read as python_code's module."""
-    if data is None:
-        return None
-    try:
-        code = marshal.loads(data)
-    except (ValueError, EOFError, TypeError):
-        return None
+    """The code object of a bytecode entry, its every code object named `filename` (as
+    compiled, or renamed: a cache of an older precompile_nb); None when there is none or it
+    does not read as python_code's module."""
+    code = _cache.unmarshalled(data)
     if not isinstance(code, types.CodeType) or META_NAME not in code.co_names:
         return None
-    return _renamed(code, filename)
+    return code if code.co_filename == filename else _renamed(code, filename)
 
 
 def _renamed(code: types.CodeType, filename: str) -> types.CodeType:

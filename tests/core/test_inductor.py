@@ -6,6 +6,7 @@ import copy
 import inspect
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pytest
 import torch
 
 from precompile_nb import PrecompileError, precompile
+from precompile_nb.core import cache as cache_mod
 from tests.conftest import run_fresh, run_threads
 from tests.core.models import assert_sgd_matches_eager, bn_mlp, mlp, train_step
 
@@ -326,3 +328,58 @@ def test_a_cpu_precompile_starts_no_triton_compile_workers(tmp_path):
     pytest.importorskip("triton")
     seen = compile_pool_at_capture("cpu", tmp_path, ops=80)
     assert seen == {"pool": False, "jobs": 0, "forked": False, "match": True}, seen
+
+
+def test_a_load_takes_its_literals_from_the_cache_and_the_text_gives_the_same(mlp_pair):
+    # Note [the literals in the cache]: the metadata and warm record ride in the cache; a
+    # cache without them loads the same artifact from the text
+    m, x, code, cache = mlp_pair
+    f = precompile.load(code, cache)
+    assert f.__precompile_load__["literals"] == "cache"
+    files = cache_mod.read_files(cache, cache_mod.read_tag(cache)[1])
+    entries = [(root, rel) for root, rel, _ in files if rel.endswith(".literals.marshal")]
+    assert len(entries) == 1 and entries[0][0] == cache_mod.BYTECODE_ROOT
+    without = cache_mod.pack(code, "inductor", tuple((root, rel, bytes(data))
+                                                    for root, rel, data in files
+                                                    if (root, rel) not in entries))
+    g = precompile.load(code, without)
+    assert g.__precompile_load__["literals"] == "text"
+    assert g.__precompile_meta__ == f.__precompile_meta__
+    assert f.__precompile_load__["path"] == g.__precompile_load__["path"] == "warm"
+    for h in (f, g):
+        torch.testing.assert_close(h(m, x), m(x))
+
+
+def test_an_edited_metadata_is_named_before_the_cache_it_no_longer_matches(mlp_pair):
+    # the cache is read ahead of the text only when its tag names this python_code: an edited
+    # text is checked as always, and its metadata error comes first
+    _, _, code, cache = mlp_pair
+    edited = re.sub(r"'version': \d+", "'version': 999", code, count=1)
+    assert edited != code
+    with pytest.raises(PrecompileError, match="unknown artifact format") as ei:
+        precompile.load(edited, cache)
+    assert ei.value.invariant == 7
+
+
+def test_two_loads_of_one_artifact_share_its_lines_while_either_lives(mlp_pair):
+    # Note [one source name a python_code]: the cache's bytecode runs under the name the
+    # lines are held by; a traceback through the second load still shows them after the
+    # first is gone, and they go with the last
+    import gc
+    import linecache
+    import traceback
+
+    m, x, code, cache = mlp_pair
+    f, g = precompile.load(code, cache), precompile.load(code, cache)
+    name = g.__code__.co_filename
+    assert f.__code__.co_filename == name and g.__precompile_load__["bytecode"]
+    del f
+    gc.collect()
+    assert linecache.getline(name, 1).startswith("# precompile_nb artifact")
+    with pytest.raises(PrecompileError) as ei:
+        g(m, torch.randn(5, 9))  # a wrong shape: the driver raises inside the artifact
+    frames = [fs for fs in traceback.extract_tb(ei.value.__traceback__) if fs.filename == name]
+    assert frames and all(fs.line for fs in frames)  # each artifact frame shows its line
+    del g, ei  # the traceback's frames hold the artifact's namespace, and so its forward
+    gc.collect()
+    assert name not in linecache.cache

@@ -135,10 +135,11 @@ def test_processes_loading_one_inductor_artifact_into_one_empty_shared_cache_dir
         assert p.returncode == 0 and "Traceback" not in err, err[-4000:]
         reports.append(json.loads(out.strip().splitlines()[-1]))
     shipped = shipped_files(inductor_pair.cache)
-    # python_code's bytecode rides in the cache and is never installed (Note [bytecode in
-    # the cache]): the files a load installs or defers are the others
+    # python_code's bytecode and literals ride in the cache and are never installed (Notes
+    # [bytecode in the cache], [the literals in the cache]): the files a load installs or
+    # defers are the others
     files = [f for f in shipped if f[0] in shared]
-    assert [f[0] for f in shipped if f[0] not in shared] == ["python"]
+    assert [f[0] for f in shipped if f[0] not in shared] == ["python", "python"]
     for r in reports:
         assert r["ok"], r  # every call in every process right
         load = r["load"]

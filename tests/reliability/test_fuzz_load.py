@@ -233,12 +233,13 @@ def test_cache_envelope_is_read_without_pickle(pairs, monkeypatch):
                     for a in (n.names if isinstance(n, ast.Import) else [ast.alias(n.module
                                                                                     or "")])}
         assert not imported & {"pickle", "_pickle", "shelve", "dill"}, mod
-        # marshal reads one thing: python_code's own bytecode entry, after the envelope and
-        # every file's checksum were verified (Note [bytecode in the cache] in core/load.py)
+        # marshal reads two things: python_code's own bytecode and literals entries, after
+        # the envelope and every file's checksum were verified (Notes [bytecode in the cache]
+        # and [the literals in the cache] in core/load.py)
         users = {f.name for f in ast.walk(ast.parse(src)) if isinstance(f, ast.FunctionDef)
                  for n in ast.walk(f) if isinstance(n, ast.Name) and n.id == "marshal"}
-        assert users <= ({"bytecode_file", "_from_bytecode"} if mod == "core/load" else set())
-        assert "marshal" not in imported or mod == "core/load", mod
+        assert users <= ({"python_entries", "unmarshalled"} if mod == "core/cache" else set())
+        assert "marshal" not in imported or mod == "core/cache", mod
 
     def no_pickle(*args, **kwargs):
         raise AssertionError("pickle used while reading a cache")
