@@ -20,7 +20,8 @@ __all__ = ["PrecompileError", "INVARIANTS", "Problems", "fn_name", "raised_by_us
 PrecompileError.__module__ = "precompile_nb"
 
 
-_STACK_FRAME = re.compile(
+# compiled at its first use (re's own cache): a load imports this module and never uses it
+_STACK_FRAME = (
     r'File "(?P<file>[^"]+)", line (?P<line>\d+), in [^\n]*\n?(?P<code>[^\n]*)')
 _NOT_USER = ("/torch/", "/precompile_nb/core/", "/precompile_nb/runtime/", "/precompile_nb/tools/",
              "/contextlib.py")
@@ -38,7 +39,7 @@ def user_frame(frames: TracebackType | str | None) -> str | None:
     if frames is None or frames == "":
         return None
     if isinstance(frames, str):
-        found = [(m["file"], m["line"], m["code"]) for m in _STACK_FRAME.finditer(frames)]
+        found = [(m["file"], m["line"], m["code"]) for m in re.finditer(_STACK_FRAME, frames)]
     else:
         found = [(fs.filename, fs.lineno, fs.line) for fs in traceback.extract_tb(frames)]
     for file, line, code in reversed(found):

@@ -384,17 +384,18 @@ def strip_inductor_main(source: str) -> str:
 # Only these comment tokens are rewritten: every executed byte (kernel sources, whose hashes
 # key the compiled binaries, kernel names, calls) stays as Inductor wrote it. Checked on 2.13
 # (CPU) and 2.11+cu130 (H200): with these rewritten, two compiles give the same module, in one
-# process or two, and a fresh process's warm load still compiles nothing.
-_AOT_ID = re.compile(r"(#\s*AOT ID:\s*)(.*)")
+# process or two, and a fresh process's warm load still compiles nothing. The patterns are
+# compiled at their first use (re's own cache), not when a load imports this module.
+_AOT_ID = r"(#\s*AOT ID:\s*)(.*)"
 
 
-_AOT_COUNTER = re.compile(r"(['\"])\d+_")
+_AOT_COUNTER = r"(['\"])\d+_"
 
 
-_BUILD_PATH = re.compile(r"(#\s*kernel path:\s*)(\S.*?)\s*\Z")
+_BUILD_PATH = r"(#\s*kernel path:\s*)(\S.*?)\s*\Z"
 
 
-_SOURCE_PATH = re.compile(r"(#\s*Original path:\s*)(\S.*?)(:\d+)?\s*\Z")
+_SOURCE_PATH = r"(#\s*Original path:\s*)(\S.*?)(:\d+)?\s*\Z"
 
 
 _NORMALISED_MARKERS = ("AOT ID:", "kernel path:", "Original path:")
@@ -404,15 +405,15 @@ def reproducible_comment(comment: str) -> str:
     """One comment of Inductor's module with its build-specific parts neutralised (see the
     table above): `# kernel path: <cache>/<file name>`, `# Original path: <source>/<file
     name>:<line>`, `# AOT ID: ['inference']` (no counter); any other comment as it is."""
-    m = _BUILD_PATH.match(comment)
+    m = re.match(_BUILD_PATH, comment)
     if m:
         return f"{m.group(1)}<cache>/{_basename(m.group(2))}"
-    m = _SOURCE_PATH.match(comment)
+    m = re.match(_SOURCE_PATH, comment)
     if m:
         return f"{m.group(1)}<source>/{_basename(m.group(2))}{m.group(3) or ''}"
-    m = _AOT_ID.match(comment)
+    m = re.match(_AOT_ID, comment)
     if m:
-        return m.group(1) + _AOT_COUNTER.sub(r"\1", m.group(2))
+        return m.group(1) + re.sub(_AOT_COUNTER, r"\1", m.group(2))
     return comment
 
 
