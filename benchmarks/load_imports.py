@@ -1,15 +1,17 @@
 """What a fresh process's `precompile.load` costs in imports, this tree against a git revision.
 
-usage: python benchmarks/load_imports.py [--baseline-rev REV] [--rounds N]
+usage: python benchmarks/load_imports.py [--baseline-rev REV] [--rounds N] [--workload NAME]
 
 Each tree (the working tree, and REV exported with `git archive` into a temporary folder)
-precompiles a tiny MLP once; then fresh processes, alternating between the trees, import
+precompiles a benchmark workload once (benchmarks/workloads.py, its CPU size; default
+tiny_mlp); then fresh processes, alternating between the trees, import
 precompile_nb and load their own pair with its cache, in two settings: without bytecode
 (PYTHONDONTWRITEBYTECODE=1 and no .pyc files: every precompile_nb module compiled from its
 source, as in a checkout run on a machine that sets that variable) and with bytecode (a
 PYTHONPYCACHEPREFIX of the tree's own, filled by a first process that is not counted: as
 after `pip install`, which compiles the .pyc files). Prints the median load ms of each and
-the precompile_nb modules a load imported (Note [a load imports no stage]).
+the precompile_nb modules a load imported (Note [a load imports no stage]), and the median of
+each of load's own stages (`__precompile_load__["seconds"]`) with bytecode.
 """
 from __future__ import annotations
 
@@ -27,11 +29,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 _MAKE = """
 import sys, torch
-sys.path.insert(0, {tree!r})
+sys.path[:0] = [{tree!r}, {bench!r}]
 from precompile_nb import precompile
-torch.manual_seed(0)
-m = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 16))
-code, cache = precompile(lambda m, x: m(x), m, torch.randn(4, 16))
+import workloads
+w = workloads.build({workload!r}, "cpu")
+with torch.no_grad() if w.inference else torch.enable_grad():
+    code, cache = precompile(w.fn, *w.args)
 open({out!r} + ".py", "w").write(code)
 open({out!r} + ".bin", "wb").write(cache)
 """
@@ -45,8 +48,8 @@ t = time.perf_counter()
 import precompile_nb
 f = precompile_nb.precompile.load(open({out!r} + ".py").read(), open({out!r} + ".bin", "rb").read())
 ms = (time.perf_counter() - t) * 1e3
-print(json.dumps({{"ms": ms, "modules": sorted(m for m in sys.modules
-                                               if m.startswith("precompile_nb"))}}))
+print(json.dumps({{"ms": ms, "stages": f.__precompile_load__["seconds"],
+                  "modules": sorted(m for m in sys.modules if m.startswith("precompile_nb"))}}))
 """
 
 
@@ -63,6 +66,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--baseline-rev", default="HEAD")
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--workload", default="tiny_mlp")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="load_imports_") as tmp:
         trees = {"working tree": ROOT, args.baseline_rev: export_rev(args.baseline_rev, tmp)}
@@ -72,24 +76,40 @@ def main() -> None:
         settings = {}
         for i, (name, tree) in enumerate(trees.items()):
             out = os.path.join(tmp, f"pair{i}")
-            _run(_MAKE.format(tree=tree, out=out), {**base, "PYTHONDONTWRITEBYTECODE": "1"})
-            settings[(name, "no bytecode")] = (tree, out, {**base, "PYTHONDONTWRITEBYTECODE": "1"})
+            _run(_MAKE.format(tree=tree, out=out, bench=os.path.join(tree, "benchmarks"),
+                              workload=args.workload), {**base, "PYTHONDONTWRITEBYTECODE": "1"})
+            # an empty prefix: no .pyc is read either (a checkout's __pycache__ folders)
+            settings[(name, "no bytecode")] = (tree, out, {
+                **base, "PYTHONDONTWRITEBYTECODE": "1",
+                "PYTHONPYCACHEPREFIX": os.path.join(tmp, f"no_pyc{i}")})
             with_pyc = {**base, "PYTHONPYCACHEPREFIX": os.path.join(tmp, f"pyc{i}")}
             settings[(name, "bytecode")] = (tree, out, with_pyc)
             _run(_LOAD.format(tree=tree, out=out), with_pyc)  # fills the bytecode cache
         times: dict[tuple[str, str], list[float]] = {k: [] for k in settings}
         modules: dict[str, list[str]] = {}
+        stages: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
         for _ in range(args.rounds):
             for key, (tree, out, env) in settings.items():
                 r = _run(_LOAD.format(tree=tree, out=out), env)
                 times[key].append(r["ms"])
+                if key[1] == "bytecode":
+                    stages[key[0]].append(r["stages"])
                 modules[key[0]] = r["modules"]
-    print(f"import precompile_nb + load, fresh processes, median of {args.rounds} (ms)\n")
+    print(f"import precompile_nb + load of {args.workload}, fresh processes, median of "
+          f"{args.rounds} (ms)\n")
     print("| tree | no bytecode | bytecode | precompile_nb modules a load imports |")
     print("| --- | ---: | ---: | ---: |")
     for name in trees:
         print(f"| {name} | {statistics.median(times[(name, 'no bytecode')]):.1f} | "
               f"{statistics.median(times[(name, 'bytecode')]):.1f} | {len(modules[name])} |")
+    print("\nload's stages with bytecode, medians (ms):\n")
+    names = sorted({k for runs in stages.values() for r in runs for k in r})
+    print("| tree | " + " | ".join(names) + " |")
+    print("| --- |" + " ---: |" * len(names))
+    for name in trees:
+        print(f"| {name} | " + " | ".join(
+            f"{statistics.median(r.get(k, 0.0) for r in stages[name]) * 1e3:.2f}"
+            for k in names) + " |")
     for name in trees:
         print(f"\n{name}: {', '.join(modules[name])}")
 
