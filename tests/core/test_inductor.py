@@ -350,6 +350,26 @@ def test_a_load_takes_its_literals_from_the_cache_and_the_text_gives_the_same(ml
         torch.testing.assert_close(h(m, x), m(x))
 
 
+def test_bytecode_compiled_under_another_name_still_runs_and_shows_its_lines(mlp_pair):
+    # a cache of an older precompile_nb compiled python_code under a generic name: the load
+    # renames its code objects to the name the lines are held by, and runs them
+    import linecache
+    import marshal
+
+    m, x, code, cache = mlp_pair
+    files = cache_mod.read_files(cache, cache_mod.read_tag(cache)[1])
+    old = marshal.dumps(compile(code, "<precompile_nb artifact>", "exec", dont_inherit=True))
+    repacked = cache_mod.pack(code, "inductor", tuple(
+        (root, rel, old if rel.endswith(".marshal") and not rel.endswith(".literals.marshal")
+         else bytes(data)) for root, rel, data in files))
+    f = precompile.load(code, repacked)
+    assert f.__precompile_load__["bytecode"] and f.__precompile_load__["path"] == "warm"
+    assert f.__code__.co_filename.startswith("<precompile_nb artifact fn ")
+    assert linecache.getline(f.__code__.co_filename,
+                             f.__code__.co_firstlineno).strip().startswith("def forward")
+    torch.testing.assert_close(f(m, x), m(x))
+
+
 def test_an_edited_metadata_is_named_before_the_cache_it_no_longer_matches(mlp_pair):
     # the cache is read ahead of the text only when its tag names this python_code: an edited
     # text is checked as always, and its metadata error comes first
