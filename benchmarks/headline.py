@@ -478,19 +478,32 @@ def zoo_cold_round14_row() -> tuple[str, str, str]:
             "benchmarks/results/h200_round14/")
 
 
-def cpu_warm_vs_eager_row() -> tuple[str, str, str]:
-    """Round 29: a fresh process's load + first call over eager's own first call, with
-    precompile_nb's bytecode compiled (run.py now does so before it measures)."""
-    src = "benchmarks/results/cpu_round29_warm_vs_eager/after_import/results.json"
+def cpu_warm_vs_eager_row(src: str, label: str) -> tuple[str, str, str]:
+    """A fresh process's load + first call over eager's own first call, with precompile_nb's
+    bytecode compiled (run.py does so before it measures), every workload of the run."""
     w = json.loads((ROOT / src).read_text())["workloads"]
 
     def ms(k: str, mode: str, key: str) -> str:
         return f"{w[k]['measurements'][mode][key] * 1e3:.1f}"
-    return ("load with the cache + first call / eager's own first call, round 29 (bytecode "
+    return (f"load with the cache + first call / eager's own first call, {label} (bytecode "
             "compiled, as installed; fastest of 3 runs each: load + first call ms / eager's ms)",
             ", ".join(f"{k} {w[k]['ratios']['load_cache_vs_eager_first']:.2f} ("
                       f"{ms(k, 'nb_load_cache', 'total_s')} / {ms(k, 'eager', 'first_call_s')})"
-                      for k in WORKLOADS), src)
+                      for k in w), src)
+
+
+def load_paired_row() -> tuple[str, str, str]:
+    """Round 31: import precompile_nb + load with the cache, this tree against round 30's,
+    fresh processes alternating (load_imports.py --baseline-rev 03fcb67)."""
+    src = "benchmarks/results/cpu_round31_load/"
+    cells = []
+    for name in (*WORKLOADS, "cnn_dynamic_infer"):
+        trees = json.loads((ROOT / src / f"load_imports_{name}.json").read_text())["trees"]
+        ms = {tree: t["median_ms"]["bytecode"] for tree, t in trees.items()}
+        cells.append(f"{name} {ms['03fcb67']:.1f} → {ms['working tree']:.1f}")
+    return ("import precompile_nb + load with the cache, round 30's tree → round 31's (literals "
+            "from the cache, lighter imports), paired fresh processes, medians of 9, ms",
+            ", ".join(cells), src)
 
 
 def cpu_vs_ref_row(src: str, label: str) -> tuple[str, str, str]:
@@ -549,7 +562,12 @@ def precompile_again_row(rnd: int) -> tuple[str, str, str]:
 def render() -> str:
     meta, cpu = cpu_rows()
     cpu.append(call_overhead_row())
-    cpu.append(cpu_warm_vs_eager_row())
+    cpu.append(cpu_warm_vs_eager_row(
+        "benchmarks/results/cpu_round29_warm_vs_eager/after_import/results.json", "round 29"))
+    cpu.append(cpu_warm_vs_eager_row("benchmarks/results/cpu_round31_load/suite/results.json",
+                                     "round 31 (eager's first call moves 2-3x between sessions"
+                                     ": compare the paired row below across rounds)"))
+    cpu.append(load_paired_row())
     cpu.append(kernel_reuse_row())
     cpu.append(precompile_again_row(23))
     cpu.append(precompile_again_row(25))

@@ -1,6 +1,7 @@
 """What a fresh process's `precompile.load` costs in imports, this tree against a git revision.
 
 usage: python benchmarks/load_imports.py [--baseline-rev REV] [--rounds N] [--workload NAME]
+                                         [--out FILE.json]
 
 Each tree (the working tree, and REV exported with `git archive` into a temporary folder)
 precompiles a benchmark workload once (benchmarks/workloads.py, its CPU size; default
@@ -11,7 +12,8 @@ source, as in a checkout run on a machine that sets that variable) and with byte
 PYTHONPYCACHEPREFIX of the tree's own, filled by a first process that is not counted: as
 after `pip install`, which compiles the .pyc files). Prints the median load ms of each and
 the precompile_nb modules a load imported (Note [a load imports no stage]), and the median of
-each of load's own stages (`__precompile_load__["seconds"]`) with bytecode.
+each of load's own stages (`__precompile_load__["seconds"]`) with bytecode; --out also writes
+them (and every sample) as JSON.
 """
 from __future__ import annotations
 
@@ -67,6 +69,7 @@ def main() -> None:
     ap.add_argument("--baseline-rev", default="HEAD")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--workload", default="tiny_mlp")
+    ap.add_argument("--out", help="also write the medians and samples here (JSON)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="load_imports_") as tmp:
         trees = {"working tree": ROOT, args.baseline_rev: export_rev(args.baseline_rev, tmp)}
@@ -112,6 +115,16 @@ def main() -> None:
             for k in names) + " |")
     for name in trees:
         print(f"\n{name}: {', '.join(modules[name])}")
+    if args.out:
+        with open(args.out, "w") as fh:
+            json.dump({"workload": args.workload, "rounds": args.rounds, "trees": {
+                name: {"median_ms": {setting: statistics.median(times[(name, setting)])
+                                     for setting in ("no bytecode", "bytecode")},
+                       "samples_ms": {setting: times[(name, setting)]
+                                      for setting in ("no bytecode", "bytecode")},
+                       "stages_ms": {k: statistics.median(r.get(k, 0.0) for r in stages[name])
+                                     * 1e3 for k in names},
+                       "modules": modules[name]} for name in trees}}, fh, indent=1)
 
 
 if __name__ == "__main__":
