@@ -3,8 +3,10 @@
 # can be taken back mid-call: every step writes its results under OUT as soon as it ends, and
 # a later part resumes what an earlier one left in /tmp when the machine is still the same).
 #   bash benchmarks/gpu_round31.sh suite OUT  the benchmark suite, load + first call against
-#       eager's first call (eager, nb_cold, nb_load_cache), twice, merged; then one over-1.1x
-#       zoo step's warm start split (import, load's stages, first call) by warm_first_call.py
+#       eager's first call (eager, nb_cold, nb_load_cache), twice (merge them)
+#   bash benchmarks/gpu_round31.sh probe OUT  an over-1.1x zoo step's warm start split (import,
+#       load's stages, first call) by warm_first_call.py, and blas_prewarm.py: does cuBLAS
+#       started on a second thread during the load shorten load + first call?
 #   bash benchmarks/gpu_round31.sh train OUT  the zoo's training steps whose warm start was
 #       not measured, and the five over 1.1x again (their nb_warm_split_s), --alone-jobs 6;
 #       run it again (same machine) to resume what the deadline left
@@ -29,7 +31,12 @@ case "$PART" in
         --modes eager,nb_cold,nb_load_cache --timeout 60 > "$OUT/s$i.log" 2>&1
       rm -f "$OUT/s$i/results.png"; say "suite run $i: $(tail -n 1 "$OUT/s$i.log")"
     done
-    timeout 100 python3 benchmarks/warm_first_call.py --device cuda --models gpt2 --size real \
+    ;;
+  probe)
+    timeout 130 python3 benchmarks/blas_prewarm.py --workloads transformer_infer --repeats 3 \
+      --out "$OUT" > "$OUT/blas_prewarm.log" 2>&1
+    say "blas_prewarm: $(tail -n 4 "$OUT/blas_prewarm.log")"
+    timeout 150 python3 benchmarks/warm_first_call.py --device cuda --models gpt2 --size real \
       --workload train --repeats 2 --out /tmp/wfc --timeout 60 > "$OUT/wfc.log" 2>&1
     cp /tmp/wfc/warm_first_call.json /tmp/wfc/warm_first_call.md "$OUT/" 2>/dev/null
     say "split done"
