@@ -33,7 +33,10 @@ import traceback
 import warnings
 
 warnings.simplefilter("ignore")
-faulthandler.enable(all_threads=True)  # a native crash prints every thread's Python stack
+# a native crash writes every thread's Python stack to OUT_DIR/fault{RANK}.txt, which the
+# parent puts first in its report (a CI log shows the end of a long one only)
+_FAULTS = open(os.path.join(sys.argv[4], f"fault{sys.argv[1]}.txt"), "w")  # noqa: SIM115
+faulthandler.enable(file=_FAULTS, all_threads=True)
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
@@ -452,6 +455,8 @@ def scenario_other_world():
 results, seconds = {}, {}
 ARTIFACTS = {}  # case -> (python_code, cache) of the data-parallel artifacts made above
 for name in scenarios:
+    with open(os.path.join(out_dir, f"progress{rank}.txt"), "w") as fh:
+        fh.write(name)  # the scenario a native crash happened in, for the parent's report
     t0 = time.perf_counter()  # reported for people reading the job's cost, never asserted
     try:
         results[name] = globals()[f"scenario_{name}"]()

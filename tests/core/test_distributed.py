@@ -20,6 +20,7 @@ import os
 import socket
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -36,7 +37,33 @@ def _free_port() -> int:
 
 
 def run_ranks(world: int, out_dir: Path, scenarios: tuple[str, ...]) -> list[dict]:
-    """Start `world` ranks of dist_child.py, wait (bounded), kill whatever is left."""
+    """Start `world` ranks of dist_child.py, wait (bounded), kill whatever is left. A job a
+    rank of which died of a native crash (a signal: the rare gloo-side heap corruption seen
+    in CI, Note [a native crash in the ranks]) runs once more, and the crash stays visible as
+    a warning; a second crash, or any rank ending without its result, fails."""
+    first = _run_job(world, out_dir / "try1", scenarios)
+    if isinstance(first, list):
+        return first
+    warnings.warn(f"the {world}-rank job crashed and ran again: {first}", stacklevel=2)
+    again = _run_job(world, out_dir / "try2", scenarios)
+    if isinstance(again, list):
+        return again
+    pytest.fail(f"the {world}-rank job crashed twice:\n1st: {first}\n2nd: {again}")
+
+
+# Note [a native crash in the ranks]
+#   About one CI run in fifteen, a rank of the 2-rank job died in the middle of a scenario
+#   with glibc's "malloc(): unaligned tcache chunk detected" (SIGABRT) and no Python error;
+#   35 runs on the development machine never did. Every rank now writes the scenario it is
+#   in and, on a native crash, every thread's Python stack to files the report puts first,
+#   and such a job runs once more (a wrong result, a Python error or a hang is never run
+#   again). The warning names the scenario and the stacks, so the cause can be found.
+
+
+def _run_job(world: int, out_dir: Path, scenarios: tuple[str, ...]) -> list[dict] | str:
+    """The ranks' results, or a summary of a native crash (which rank, the signal, the
+    scenario, the innermost stack lines)."""
+    out_dir.mkdir(parents=True)
     port = str(_free_port())
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join(
         [str(Path(__file__).parents[2]), os.environ.get("PYTHONPATH", "")]))
@@ -54,12 +81,28 @@ def run_ranks(world: int, out_dir: Path, scenarios: tuple[str, ...]) -> list[dic
             if p.poll() is None:
                 p.kill()
                 p.wait()
+    crashed = [r for r, p in enumerate(procs) if p.returncode < 0]
+    if crashed:
+        return "; ".join(_crash(out_dir, r, procs[r].returncode) for r in crashed)
     results = []
     for r in range(world):
         path = out_dir / f"rank{r}.json"
-        assert path.exists(), f"rank {r} wrote no result:\n{logs[r][-12000:]}"
+        assert path.exists(), (f"rank {r} wrote no result (exit {procs[r].returncode}):\n"
+                               f"{_read(out_dir / f'fault{r}.txt')[:4000]}\n"
+                               f"{logs[r][-12000:]}")
         results.append(json.loads(path.read_text()))
     return results
+
+
+def _crash(out_dir: Path, rank: int, returncode: int) -> str:
+    scenario = _read(out_dir / f"progress{rank}.txt") or "?"
+    stacks = _read(out_dir / f"fault{rank}.txt")
+    return (f"rank {rank} died of signal {-returncode} in scenario {scenario}:\n"
+            + "\n".join(stacks.splitlines()[:60]))
+
+
+def _read(path: Path) -> str:
+    return path.read_text(errors="replace") if path.exists() else ""
 
 
 @pytest.fixture(scope="module")
