@@ -53,8 +53,8 @@ def run_ranks(world: int, out_dir: Path, scenarios: tuple[str, ...]) -> list[dic
 
 # Note [a native crash in the ranks]
 #   About one CI run in fifteen, a rank of the 2-rank job died in the middle of a scenario
-#   with glibc's "malloc(): unaligned tcache chunk detected" (SIGABRT) and no Python error;
-#   35 runs on the development machine never did. Every rank now writes the scenario it is
+#   of a signal, with no Python error (once with glibc's "malloc(): unaligned tcache chunk
+#   detected", a heap corruption); 35 runs on the development machine never did. Every rank now writes the scenario it is
 #   in and, on a native crash, every thread's Python stack to files the report puts first,
 #   and such a job runs once more (a wrong result, a Python error or a hang is never run
 #   again). The warning names the scenario and the stacks, so the cause can be found.
