@@ -57,51 +57,19 @@ def _grad(w):
 
 
 def _record(w) -> list:
-    """[(op, args as ('T', shape, stride, dtype) or values)] of the eager call's matrix products
-    and attention, recorded with fake tensors (no GPU work)."""
+    """The eager call's matrix products and attention, recorded with fake tensors (no GPU
+    work) by conv_prewarm.py's recorder."""
     import torch
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from conv_prewarm import _record as record
 
     aten = torch.ops.aten
     names = ("mm", "addmm", "bmm", "baddbmm", "_scaled_dot_product_flash_attention",
              "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
              "_transformer_encoder_layer_fwd", "_native_multi_head_attention")
-    ops = {getattr(aten, n).default for n in names if hasattr(aten, n)}
-    seen: list = []
-
-    def meta(a):
-        if isinstance(a, torch.Tensor):
-            return ("T", tuple(a.shape), tuple(a.stride()), a.dtype)
-        return a
-
-    class Watch(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types, a=(), kw=None):
-            if func in ops:
-                seen.append((func, [meta(x) for x in a], {k: meta(v) for k, v in
-                                                          (kw or {}).items()}))
-            return func(*a, **(kw or {}))
-
-    fake = FakeTensorMode(allow_non_fake_inputs=True)
-    with fake, Watch(), _grad(w):
-        w.fn(*[fake.from_tensor(a) if isinstance(a, torch.Tensor) else a for a in w.args])
-    for p in w.args[0].parameters():
-        p.grad = None
-    return seen
-
-
-def _replay(calls: list) -> None:
-    import torch
-
-    def real(a):
-        if isinstance(a, tuple) and a and a[0] == "T":
-            return torch.empty_strided(a[1], a[2], dtype=a[3], device="cuda")
-        return a
-
-    with torch.no_grad():
-        for func, a, kw in calls:
-            func(*[real(x) for x in a], **{k: real(v) for k, v in kw.items()})
-    torch.cuda.synchronize()
+    with _grad(w):
+        return record(w.fn, w.args[0], w.args[1:],
+                      {getattr(aten, n).default for n in names if hasattr(aten, n)})
 
 
 def _handle() -> None:
@@ -116,6 +84,8 @@ def child(name: str, mode: str, pair: str) -> dict:
     import threading
 
     import torch
+
+    from conv_prewarm import _replay
 
     w = _workload(name)
     calls = _record(w) if mode == "nb_gemms" else []

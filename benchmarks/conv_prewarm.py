@@ -30,13 +30,16 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 MODES = ("eager", "thread", "same", "overlap")
 
 
-def _record(fn, model, args):
-    """[(op, args with tensors as (shape, stride, dtype, device))] of the step's convs."""
+def _record(fn, model, args, ops=None):
+    """[(op, args, kwargs) with tensors as ('T', shape, stride, dtype, device)] of the calls
+    of `ops` (default: the convolutions, forward and backward) that fn(model, *args) runs,
+    recorded with fake tensors (no GPU work). blas_prewarm.py records its products with it."""
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    ops = {torch.ops.aten.convolution.default, torch.ops.aten.convolution_backward.default}
+    ops = ops or {torch.ops.aten.convolution.default,
+                  torch.ops.aten.convolution_backward.default}
     seen: list = []
 
     def meta(a):
@@ -47,7 +50,8 @@ def _record(fn, model, args):
     class Watch(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, a=(), kw=None):
             if func in ops:
-                seen.append((func, [meta(x) for x in a]))
+                seen.append((func, [meta(x) for x in a],
+                             {k: meta(v) for k, v in (kw or {}).items()}))
             return func(*a, **(kw or {}))
 
     fake = FakeTensorMode(allow_non_fake_inputs=True)
@@ -60,6 +64,7 @@ def _record(fn, model, args):
 
 
 def _replay(calls):
+    """Each recorded call again on empty tensors of its shapes, strides and dtypes."""
     import torch
 
     def real(a):
@@ -67,8 +72,9 @@ def _replay(calls):
             return torch.empty_strided(a[1], a[2], dtype=a[3], device=a[4])
         return a
 
-    for func, a in calls:
-        func(*[real(x) for x in a])
+    with torch.no_grad():
+        for func, a, kw in calls:
+            func(*[real(x) for x in a], **{k: real(v) for k, v in kw.items()})
     torch.cuda.synchronize()
 
 
