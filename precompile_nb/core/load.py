@@ -253,8 +253,8 @@ def _load(python_code: str, cache: bytes | None) -> Callable[..., Any]:
                   "load artifacts you trust (invariant 7)", UserWarning,
                   stacklevel=_user_stacklevel())
     stats: dict[str, Any] = {"cache_files": 0, "written": 0, "present": 0, "deferred": 0,
-                             "used": False, "seconds": clock.seconds}
-    stats["literals"] = "text" if envelope is None or envelope.literals is None else "cache"
+                             "used": False, "seconds": clock.seconds, "literals": "text"
+                             if envelope is None or envelope.literals is None else "cache"}
     installed = _take_cache(python_code, cache, meta, stats, clock, envelope)
     calls = warm.recorded_calls(record)
     if calls is None and tree is None:  # no recorded scan (eager backend, older artifact)
