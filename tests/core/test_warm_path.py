@@ -237,3 +237,20 @@ def test_a_dynamic_batch_artifact_loads_warm_and_serves_another_size_importing_n
     assert report["load"]["path"] == "warm", report["load"]
     assert report["heavy"] == [] and report["started"] == [], report
     torch.testing.assert_close(got["out"], m(xi).softmax(-1))
+
+
+def _product(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return torch.mm(a, b)
+
+
+def test_a_graph_of_torch_ops_alone_says_it_has_no_compiled_kernel():
+    """A graph Inductor lowers to torch's own ops only (here its matrix product) loads warm,
+    and the reason says so, naming no C++ kernel it does not have."""
+    a, b = torch.randn(8, 16), torch.randn(16, 4)
+    code, cache = precompile(_product, a, b)
+    f = precompile.load(code, cache)
+    load = f.__precompile_load__
+    assert load["path"] == "warm", load
+    assert "no compiled kernel, 1 torch op(s) called directly" in load["reason"], load["reason"]
+    assert "C++" not in load["reason"], load["reason"]
+    torch.testing.assert_close(f(a, b), a @ b)
