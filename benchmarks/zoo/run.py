@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
+import gc
 import json
 import os
 import statistics
@@ -286,6 +287,34 @@ def phase_tc(a) -> dict:
     return res
 
 
+class GcClock:
+    """The cyclic collector's pauses while open, seconds by generation (gc.callbacks). A
+    full collection walks every object of the process (a timm model's process on the CPU:
+    ~350k objects, 115-145 ms), and which timed window it lands in is chance: a warm start's
+    or eager's first call alike. Round 31 saw 170-230 ms jumps in single stages of three
+    warm starts (`import` of timm_deit and timm_swin, timm_vit's cache read), not measured
+    then; the rows now say (nb_warm_gc_s, eager_first_gc_s)."""
+
+    def __init__(self) -> None:
+        self.s: dict[str, float] = {}
+        self._t: float | None = None
+
+    def __enter__(self) -> GcClock:
+        gc.callbacks.append(self._note)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        gc.callbacks.remove(self._note)
+
+    def _note(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._t = time.perf_counter()
+        elif self._t is not None:
+            g = str(info["generation"])
+            self.s[g] = self.s.get(g, 0.0) + time.perf_counter() - self._t
+            self._t = None
+
+
 def phase_nbwarm(a) -> dict:
     res: dict = {}
     try:
@@ -296,15 +325,17 @@ def phase_nbwarm(a) -> dict:
         r.reset()
         _sync(a.device)
         a.gate.measure()
-        t = time.perf_counter()
-        from precompile_nb import precompile
-        t_import = time.perf_counter()
-        f = precompile.load(code, cache)
-        t_load = time.perf_counter()
-        with _grad_ctx(a.workload):
-            f(m, *args)
-        _sync(a.device)
-        res["nb_warm_s"] = time.perf_counter() - t
+        with GcClock() as clock:
+            t = time.perf_counter()
+            from precompile_nb import precompile
+            t_import = time.perf_counter()
+            f = precompile.load(code, cache)
+            t_load = time.perf_counter()
+            with _grad_ctx(a.workload):
+                f(m, *args)
+            _sync(a.device)
+            res["nb_warm_s"] = time.perf_counter() - t
+        res["nb_warm_gc_s"] = clock.s
         stats = getattr(f, "__precompile_load__", {})
         res["nb_warm_split_s"] = {"import": t_import - t, "load": t_load - t_import,
                                   "first_call": time.perf_counter() - t_load,
@@ -328,7 +359,9 @@ def phase_eagerfirst(a) -> dict:
         m, args, fn = _setup(a)
         r = _Runner(m, args, a.workload, a.device)
         a.gate.measure()
-        res["eager_first_alone_s"], _ = r.call(fn)
+        with GcClock() as clock:
+            res["eager_first_alone_s"], _ = r.call(fn)
+        res["eager_first_gc_s"] = clock.s
     except BaseException as e:  # noqa: BLE001
         res.update({("eagerfirst_" + k): v for k, v in _err(e, "eagerfirst").items()})
     return res
@@ -527,7 +560,8 @@ def is_warm_key(k: str) -> bool:
     """A key of a row that the warm-start phases (nbwarm, tcwarm, eagerfirst) write."""
     return k.startswith(("nb_warm_", "tc_warm_", "nbwarm_", "tcwarm_", "warm_steady_",
                          "eagerfirst_")) or \
-        k in ("nb_warm_s", "tc_warm_s", "load_path", "load_reason", "eager_first_alone_s")
+        k in ("nb_warm_s", "tc_warm_s", "load_path", "load_reason", "eager_first_alone_s",
+              "eager_first_gc_s")
 
 
 def _with_warm_of(row: dict, earlier: dict | None, where: str) -> dict:
@@ -622,6 +656,12 @@ def render(rows: list[dict]) -> str:
         lines += ["", f"warm nb / eager 1st <= {WARM_BOUND:g}x: {within} of {len(firsts)} "
                       f"cases with both (median {statistics.median(firsts):.2f}x, "
                       f"max {max(firsts):.2f}x)."]
+    full = [f"{r['model']} {r['workload']} {who} {1e3 * r[key]['2']:.0f} ms" for r in rows
+            for who, key in (("warm nb", "nb_warm_gc_s"), ("eager 1st", "eager_first_gc_s"))
+            if (r.get(key) or {}).get("2")]
+    if full:
+        lines += ["", "a full collection (the cyclic collector's, every object of the process) "
+                      "inside the timed window: " + ", ".join(full) + "."]
     return "\n".join(lines) + "\n"
 
 

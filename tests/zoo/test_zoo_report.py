@@ -154,3 +154,30 @@ def test_a_run_alone_times_eagers_first_call_in_its_own_process_beside_each_warm
     plan = P.Plan(args, [("gpt2", "train"), ("bart", "train")], tmp_path)
     assert sorted(plan.later) == [(("bart", "train"), "eagerfirst"),
                                   (("bart", "train"), "nbwarm"), (("gpt2", "train"), "nbwarm")]
+
+
+def test_the_table_names_a_full_collection_inside_a_timed_window(tmp_path):
+    """A warm start or eager's first call that the cyclic collector's full collection landed
+    in is named with its pause (the GcClock of the phase), the others are not."""
+    hit = {**_LATER, "nb_warm_s": 0.9, "eager_first_alone_s": 0.7,
+           "nb_warm_gc_s": {"0": 0.001, "2": 0.21}, "eager_first_gc_s": {"0": 0.002}}
+    quiet = {**_LATER, "model": "gpt2", "nb_warm_s": 0.4, "eager_first_alone_s": 0.5,
+             "nb_warm_gc_s": {"1": 0.003}, "eager_first_gc_s": {}}
+    R.write_report([hit, quiet], tmp_path)
+    md = (tmp_path / "results.md").read_text()
+    line = next(ln for ln in md.splitlines() if ln.startswith("a full collection"))
+    assert "mixtral train warm nb 210 ms" in line and "gpt2" not in line
+    assert "eager 1st" not in line
+    merged = R._with_warm_of({**_LATER}, hit, "earlier")  # a merge keeps the phase's clocks
+    assert merged["nb_warm_gc_s"] == hit["nb_warm_gc_s"]
+    assert merged["eager_first_gc_s"] == hit["eager_first_gc_s"]
+
+
+def test_the_collector_clock_counts_a_collection_by_its_generation():
+    import gc
+    with R.GcClock() as clock:
+        gc.collect()
+    assert set(clock.s) == {"2"} and clock.s["2"] > 0
+    seen = dict(clock.s)
+    gc.collect()  # closed: no longer counted
+    assert clock.s == seen
