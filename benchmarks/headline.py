@@ -156,7 +156,15 @@ def gpu_rows() -> list[tuple[str, str, str]]:
                                                                      "cold_workloads_call4.json"
                                                                      )), bn_straight=False),
                                           *forked_round27_rows(), *round28_rows(),
-                                          zoo_warm_round29_row(), suite_warm_round30_row()]
+                                          zoo_warm_row("29", "benchmarks/results/"
+                                                       "h100_round29_zoo_warm/results.json",
+                                                       "tree af58d35"),
+                                          suite_warm_round30_row(),
+                                          zoo_warm_row("31", "benchmarks/results/h100_round31/"
+                                                       "zoo_train_merged/results.json",
+                                                       "round 31's 26 steps over round 29's"),
+                                          suite_warm_logged_row(
+                                              "31", "benchmarks/results/h100_round31/suite")]
 
 
 _R15 = "benchmarks/results/h200_round15/cold_call1.json"
@@ -214,18 +222,17 @@ def round28_rows() -> list[tuple[str, str, str]]:
                               bn_straight=False)]
 
 
-def zoo_warm_round29_row() -> tuple[str, str, str]:
-    """Round 29 (an H100): the zoo's training steps, a fresh process's load + first call over
-    eager's own first call in another fresh process, each measured alone; the cases the
-    device time reached."""
-    src = "benchmarks/results/h100_round29_zoo_warm/results.json"
+def zoo_warm_row(round_: str, src: str, note: str) -> tuple[str, str, str]:
+    """The zoo's training steps (an H100): a fresh process's load + first call over eager's own
+    first call in another fresh process, each measured alone; the cases the device time
+    reached."""
     rows = json.loads((ROOT / src).read_text())
     ratio = {r["model"]: r["nb_warm_s"] / r["eager_first_alone_s"] for r in rows
              if r.get("nb_warm_s") and r.get("eager_first_alone_s")}
     over = sorted((m for m, x in ratio.items() if x > 1.1), key=lambda m: -ratio[m])
-    return (f"zoo training steps (real size), round 29: warm load + first call / eager's own "
-            f"first call, fresh processes, each alone, one run each (H100; {len(ratio)} of "
-            f"{len(rows)} steps reached)",
+    return (f"zoo training steps (real size), round {round_}: warm load + first call / eager's "
+            f"own first call, fresh processes, each alone, one run each (H100; {note}; "
+            f"{len(ratio)} of {len(rows)} steps reached)",
             f"{sum(x <= 1.1 for x in ratio.values())} of {len(ratio)} within 1.1x, median "
             f"{statistics.median(ratio.values()):.2f}; over: " +
             ", ".join(f"{m} {ratio[m]:.{2 if round(ratio[m], 2) > 1.1 else 3}f}"
@@ -243,6 +250,27 @@ def suite_warm_round30_row() -> tuple[str, str, str]:
             "marked dynamic)",
             ", ".join(f"{k} {v['ratios']['load_cache_vs_eager_first']:.2f}" for k, v in w.items()),
             src)
+
+
+_LOGGED = re.compile(r"\] (\w+): (eager first_call_s|nb_load_cache .*total_s)=([\d.]+) ms")
+
+
+def suite_warm_logged_row(round_: str, folder: str) -> tuple[str, str, str]:
+    """The suite's warm start over eager's first call from run.py's logs (s*.log in `folder`):
+    the fastest of every sample a log printed, a run cut by its call's limit included (its
+    results.json lacks the workload it was in)."""
+    best: dict[str, dict[str, float]] = {}
+    for log in sorted((ROOT / folder).glob("s*.log")):
+        for w, what, ms in _LOGGED.findall(log.read_text()):
+            d = best.setdefault(w, {})
+            k = "eager" if what.startswith("eager") else "nb"
+            d[k] = min(d.get(k, float("inf")), float(ms))
+    runs = len(list((ROOT / folder).glob("s*.log")))
+    return (f"benchmark workloads, round {round_}: load with the cache + first call / eager's own "
+            f"first call, fresh processes, fastest of the samples of {runs} runs (H100; "
+            "cnn_dynamic_infer: batch marked dynamic; ms in brackets)",
+            ", ".join(f"{w} {d['nb'] / d['eager']:.2f} ({d['nb']:.0f} / {d['eager']:.0f})"
+                      for w, d in best.items() if "nb" in d and "eager" in d), folder)
 
 
 _THREADS_EXPERIMENT = ("precompile with the kernels met before the compile workers are ready "
