@@ -47,6 +47,7 @@ import torch  # noqa: E402
 T_TORCH = time.perf_counter() - T_PROCESS
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gc_clock import GcClock  # noqa: E402
 from workloads import build  # noqa: E402
 
 MARK = "@@BENCH@@"
@@ -134,7 +135,9 @@ def main(argv: list[str]) -> dict:
     path = lambda f: os.path.join(workdir, f)  # noqa: E731
 
     if mode == "eager":
-        res["first_call_s"], _ = _first_call(w.fn, w, device)
+        with GcClock() as clock:
+            res["first_call_s"], _ = _first_call(w.fn, w, device)
+        res["gc_s"] = clock.s
 
     elif mode == "tc_cold":
         t = time.perf_counter()
@@ -173,13 +176,15 @@ def main(argv: list[str]) -> dict:
     elif mode in ("nb_load_cache", "nb_load_nocache"):
         code = _read(path("nb.py"), "r")
         cache = _read(path("nb.cache")) if mode == "nb_load_cache" else None
-        t = time.perf_counter()
-        from precompile_nb import precompile
+        with GcClock() as clock:
+            t = time.perf_counter()
+            from precompile_nb import precompile
 
-        f = precompile.load(code, cache)
-        res["load_s"] = time.perf_counter() - t
-        res["first_call_s"], _ = _first_call(f, w, device)
-        res["total_s"] = time.perf_counter() - t
+            f = precompile.load(code, cache)
+            res["load_s"] = time.perf_counter() - t
+            res["first_call_s"], _ = _first_call(f, w, device)
+            res["total_s"] = time.perf_counter() - t
+        res["gc_s"] = clock.s
         res["load_stats"] = f.__precompile_load__
 
     elif mode == "steady":

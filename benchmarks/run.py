@@ -566,6 +566,8 @@ def _summary(r: dict) -> str:
                                               "total_s") if k in r]
     for k, v in r.get("steady", {}).items():
         parts.append(f"{k}={_fmt_s(v['min_s'])}")
+    if r.get("gc_s", {}).get("2"):  # a full collection inside the timed window (GcClock)
+        parts.append(f"full collection in it {_fmt_s(r['gc_s']['2'])}")
     return ", ".join(parts) + f" (process {r.get('wall_s', 0):.1f} s)"
 
 

@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
-import gc
 import json
 import os
 import statistics
@@ -45,6 +44,7 @@ _T_START = time.perf_counter()  # a phase process started (its standard imports 
 REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
+from benchmarks.gc_clock import GcClock  # noqa: E402  (nb_warm_gc_s, eager_first_gc_s)
 
 TOL = {"infer": 1e-3, "train": 1e-2, "infer_cache": 1e-3}
 # the verdict: a case is ok when precompile_nb's relative error is within the workload's bound,
@@ -285,34 +285,6 @@ def phase_tc(a) -> dict:
     except BaseException as e:  # noqa: BLE001
         res.update({("tc_" + k): v for k, v in _err(e, stage).items()})
     return res
-
-
-class GcClock:
-    """The cyclic collector's pauses while open, seconds by generation (gc.callbacks). A
-    full collection walks every object of the process (a timm model's process on the CPU:
-    ~350k objects, 115-145 ms), and which timed window it lands in is chance: a warm start's
-    or eager's first call alike. Round 31 saw 170-230 ms jumps in single stages of three
-    warm starts (`import` of timm_deit and timm_swin, timm_vit's cache read), not measured
-    then; the rows now say (nb_warm_gc_s, eager_first_gc_s)."""
-
-    def __init__(self) -> None:
-        self.s: dict[str, float] = {}
-        self._t: float | None = None
-
-    def __enter__(self) -> GcClock:
-        gc.callbacks.append(self._note)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        gc.callbacks.remove(self._note)
-
-    def _note(self, phase: str, info: dict) -> None:
-        if phase == "start":
-            self._t = time.perf_counter()
-        elif self._t is not None:
-            g = str(info["generation"])
-            self.s[g] = self.s.get(g, 0.0) + time.perf_counter() - self._t
-            self._t = None
 
 
 def phase_nbwarm(a) -> dict:
