@@ -24,39 +24,16 @@ precompile_nb: conv_prewarm.py asked the same of cuDNN (round 15: it moved only 
 """
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import statistics
-import subprocess
 import sys
-import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import probe  # noqa: E402  (the frame: processes, rows, medians)
 MODES = ("eager", "nb", "nb_handle", "nb_gemms")
 
 
-def _workload(name: str):
-    import torch
-
-    sys.path[:0] = [ROOT, HERE]
-    import workloads
-
-    torch.cuda.init()
-    torch.zeros(1, device="cuda")
-    torch.cuda.synchronize()
-    return workloads.build(name, "cuda")
-
-
-def _grad(w):
-    import torch
-
-    return torch.no_grad() if w.inference else torch.enable_grad()
-
-
-def _record(w) -> list:
+def _record(fn, args, inference: bool) -> list:
     """The eager call's matrix products and attention, recorded with fake tensors (no GPU
     work) by conv_prewarm.py's recorder."""
     import torch
@@ -67,8 +44,8 @@ def _record(w) -> list:
     names = ("mm", "addmm", "bmm", "baddbmm", "_scaled_dot_product_flash_attention",
              "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
              "_transformer_encoder_layer_fwd", "_native_multi_head_attention")
-    with _grad(w):
-        return record(w.fn, w.args[0], w.args[1:],
+    with probe.grad(inference):
+        return record(fn, args[0], args[1:],
                       {getattr(aten, n).default for n in names if hasattr(aten, n)})
 
 
@@ -83,13 +60,11 @@ def _handle() -> None:
 def child(name: str, mode: str, pair: str) -> dict:
     import threading
 
-    import torch
-
     from conv_prewarm import _replay
 
-    w = _workload(name)
-    calls = _record(w) if mode == "nb_gemms" else []
-    row: dict = {"workload": name, "mode": mode, "replayed": len(calls)}
+    fn, args, inference = probe.build_case(name)
+    calls = _record(fn, args, inference) if mode == "nb_gemms" else []
+    row: dict = {"case": name, "mode": mode, "replayed": len(calls)}
     t0 = time.perf_counter()
     side = None
     if mode in ("nb_handle", "nb_gemms"):
@@ -102,85 +77,21 @@ def child(name: str, mode: str, pair: str) -> dict:
 
         side = threading.Thread(target=run)
         side.start()
-    f = w.fn
+    f = fn
     if mode != "eager":
-        import precompile_nb
-
-        with open(pair + ".py") as fh, open(pair + ".cache", "rb") as fc:
-            f = precompile_nb.precompile.load(fh.read(), fc.read())
+        f = probe.load(pair)
         row["load_ms"] = (time.perf_counter() - t0) * 1e3
         row["path"] = f.__precompile_load__["path"]
     if side is not None:
         side.join()
         row["thread_ms"] = done["ms"]
         row["joined_at_ms"] = (time.perf_counter() - t0) * 1e3
-    t1 = time.perf_counter()
-    with _grad(w):
-        f(*w.args)
-    torch.cuda.synchronize()
-    row["first_ms"] = (time.perf_counter() - t1) * 1e3
-    row["total_ms"] = (time.perf_counter() - t0) * 1e3
+    probe.first_call(f, args, inference, row, t0)
     return row
 
 
-def _make(name: str, pair: str) -> None:
-    w = _workload(name)
-    from precompile_nb import precompile
-
-    with _grad(w):
-        code, cache = precompile(w.fn, *w.args)
-    with open(pair + ".py", "w") as fh:
-        fh.write(code)
-    with open(pair + ".cache", "wb") as fh:
-        fh.write(cache)
-
-
-def _run(args: list[str], tmp: str) -> str:
-    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=tempfile.mkdtemp(dir=tmp),
-               TRITON_CACHE_DIR=tempfile.mkdtemp(dir=tmp))
-    p = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True,
-                       env=env, timeout=300)
-    if p.returncode != 0:
-        raise RuntimeError(p.stderr[-3000:])
-    return p.stdout
-
-
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--workloads", default="transformer_infer")
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--out", default="")
-    ap.add_argument("--child", nargs=3, metavar=("WORKLOAD", "MODE", "PAIR"))
-    ap.add_argument("--make", nargs=2, metavar=("WORKLOAD", "PAIR"))
-    a = ap.parse_args()
-    if a.make:
-        return _make(*a.make)
-    if a.child:
-        print("ROW " + json.dumps(child(*a.child)))
-        return None
-    rows: list[dict] = []
-    with tempfile.TemporaryDirectory(prefix="blas_prewarm_") as tmp:
-        for name in [n for n in a.workloads.split(",") if n]:
-            pair = os.path.join(tmp, name)
-            _run(["--make", name, pair], tmp)
-            for _ in range(a.repeats):
-                for mode in MODES:
-                    out = _run(["--child", name, mode, pair], tmp)
-                    row = json.loads(next(x for x in out.splitlines()
-                                          if x.startswith("ROW "))[4:])
-                    rows.append(row)
-                    print(" ".join(f"{k}={v:.1f}" if isinstance(v, float) else f"{k}={v}"
-                                   for k, v in row.items()), flush=True)
-    for name in {r["workload"] for r in rows}:
-        for mode in MODES:
-            got = [r["total_ms"] for r in rows if r["workload"] == name and r["mode"] == mode]
-            if got:
-                print(f"{name} {mode}: total median {statistics.median(got):.1f} ms of {got}")
-    if a.out:
-        os.makedirs(a.out, exist_ok=True)
-        with open(os.path.join(a.out, "blas_prewarm.json"), "w") as fh:
-            json.dump(rows, fh, indent=1)
-    return None
+    probe.main(__doc__, __file__, "blas_prewarm", MODES, "transformer_infer", 3, child)
 
 
 if __name__ == "__main__":

@@ -26,47 +26,16 @@ used by precompile_nb.
 """
 from __future__ import annotations
 
-import argparse
 import concurrent.futures
 import ctypes
-import json
 import os
-import statistics
-import subprocess
 import sys
-import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import probe  # noqa: E402  (the frame: processes, rows, medians)
+
 MODES = ("eager", "nb", "nb_bytes", "nb_behind")
-
-
-def _case(case: str):
-    """(fn, args, inference) of a case, built on the GPU after CUDA's start."""
-    import torch
-
-    sys.path[:0] = [ROOT, HERE]
-    torch.zeros(1, device="cuda")
-    torch.cuda.synchronize()
-    if case.startswith("zoo:"):
-        from benchmarks.zoo import models as Z
-
-        _, model, workload = case.split(":")
-        spec = Z.build(model, "real", "cuda")
-        m = spec.model
-        m.train() if workload == "train" else m.eval()
-        return spec.fns[workload], (m, *spec.args[workload]), workload != "train"
-    import workloads
-
-    w = workloads.build(case, "cuda")
-    return w.fn, tuple(w.args), w.inference
-
-
-def _grad(inference: bool):
-    import torch
-
-    return torch.no_grad() if inference else torch.enable_grad()
 
 
 class _Driver:
@@ -174,99 +143,24 @@ def _patch(mode: str, row: dict):
 
 
 def child(case: str, mode: str, pair: str) -> dict:
-    import torch
-
-    fn, args, inference = _case(case)
+    fn, args, inference = probe.build_case(case)
     row: dict = {"case": case, "mode": mode}
     t0 = time.perf_counter()
     f, end = fn, None
     if mode != "eager":
-        import precompile_nb
-
         end = _patch(mode, row)
-        with open(pair + ".py") as fh, open(pair + ".cache", "rb") as fc:
-            f = precompile_nb.precompile.load(fh.read(), fc.read())
+        f = probe.load(pair)
         row["load_ms"] = (time.perf_counter() - t0) * 1e3
         row["path"] = f.__precompile_load__["path"]
-    t1 = time.perf_counter()
-    with _grad(inference):
-        f(*args)
-    torch.cuda.synchronize()
-    row["first_ms"] = (time.perf_counter() - t1) * 1e3
-    row["total_ms"] = (time.perf_counter() - t0) * 1e3
+    probe.first_call(f, args, inference, row, t0)
     if end is not None:
         end()
     return row
 
 
-def _make(case: str, pair: str) -> None:
-    fn, args, inference = _case(case)
-    from precompile_nb import precompile
-
-    with _grad(inference):
-        code, cache = precompile(fn, *args)
-    with open(pair + ".py", "w") as fh:
-        fh.write(code)
-    with open(pair + ".cache", "wb") as fh:
-        fh.write(cache)
-
-
-def _run(args: list[str], tmp: str) -> str:
-    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=tempfile.mkdtemp(dir=tmp),
-               TRITON_CACHE_DIR=tempfile.mkdtemp(dir=tmp))
-    p = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True,
-                       env=env, timeout=300)
-    if p.returncode != 0:
-        raise RuntimeError(p.stderr[-3000:])
-    return p.stdout
-
-
-def _measure(cases: list[str], repeats: int, out: str) -> list[dict]:
-    rows: list[dict] = []
-    with tempfile.TemporaryDirectory(prefix="cubin_load_") as tmp:
-        for case in cases:
-            pair = os.path.join(tmp, case.replace(":", "_"))
-            _run(["--make", case, pair], tmp)
-            for _ in range(repeats):
-                for mode in MODES:
-                    try:
-                        got = _run(["--child", case, mode, pair], tmp)
-                        row = json.loads(next(x for x in got.splitlines()
-                                              if x.startswith("ROW "))[4:])
-                    except (RuntimeError, subprocess.TimeoutExpired) as e:
-                        row = {"case": case, "mode": mode, "error": str(e)[-1500:]}
-                    rows.append(row)
-                    print(" ".join(f"{k}={v:.1f}" if isinstance(v, float) else f"{k}={v}"
-                                   for k, v in row.items()), flush=True)
-                    if out:
-                        with open(os.path.join(out, "cubin_load.json"), "w") as fh:
-                            json.dump(rows, fh, indent=1)
-    return rows
-
-
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--cases", default="cnn_bn_train,zoo:tv_resnet18:train")
-    ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--out", default="")
-    ap.add_argument("--child", nargs=3, metavar=("CASE", "MODE", "PAIR"))
-    ap.add_argument("--make", nargs=2, metavar=("CASE", "PAIR"))
-    a = ap.parse_args()
-    if a.make:
-        return _make(*a.make)
-    if a.child:
-        print("ROW " + json.dumps(child(*a.child)))
-        return None
-    if a.out:
-        os.makedirs(a.out, exist_ok=True)
-    rows = _measure([c for c in a.cases.split(",") if c], a.repeats, a.out)
-    for case in dict.fromkeys(r["case"] for r in rows):
-        for mode in MODES:
-            got = [r["total_ms"] for r in rows
-                   if r["case"] == case and r["mode"] == mode and "total_ms" in r]
-            if got:
-                print(f"{case} {mode}: total median {statistics.median(got):.1f} ms of {got}")
-    return None
+    probe.main(__doc__, __file__, "cubin_load", MODES, "cnn_bn_train,zoo:tv_resnet18:train", 2,
+               child)
 
 
 if __name__ == "__main__":

@@ -15,11 +15,7 @@
 # --out DIR`, and `python3 benchmarks/zoo/run.py --merge DIR_A DIR_B --out DIR`.
 set -uo pipefail
 PART=$1; OUT=$2
-export PYTHONPATH=$PWD PYTHONPYCACHEPREFIX=/tmp/pyc PYTHONUNBUFFERED=1
-export TORCHINDUCTOR_CACHE_DIR=/tmp/round31_ind
-python3 -m compileall -q precompile_nb  # bytecode, as an installed package has it
-T0=$(date +%s)
-say() { echo "[round31] $* at +$(( $(date +%s) - T0 ))s"; }
+ROUND=round31; source benchmarks/gpu_env.sh
 TRAIN=gpt2,opt,gpt_neox,electra,mistral,bart,marian,whisper,hf_vit,hf_deit,hf_swin,\
 hf_segformer,hf_detr,timm_vit,timm_deit,timm_swin,timm_resnet,timm_convnext,\
 timm_efficientnet,timm_mobilenetv3,tv_resnet18,tv_mobilenet_v3,tv_vit,tv_swin,tv_deeplabv3,\

@@ -10,11 +10,7 @@
 # Merge afterwards: `python3 benchmarks/zoo/run.py --merge DIR_A DIR_B --out DIR`.
 set -uo pipefail
 PART=$1; OUT=$2
-export PYTHONPATH=$PWD PYTHONPYCACHEPREFIX=/tmp/pyc PYTHONUNBUFFERED=1
-export TORCHINDUCTOR_CACHE_DIR=/tmp/round32_ind
-python3 -m compileall -q precompile_nb  # bytecode, as an installed package has it
-T0=$(date +%s)
-say() { echo "[round32] $* at +$(( $(date +%s) - T0 ))s"; }
+ROUND=round32; source benchmarks/gpu_env.sh
 zoo() {  # zoo PART WORKLOADS [MODELS]
   local W=$1 WL=$2 MODELS=${3:-}
   local RES; RES=$([ -f /tmp/zw_$W/results.json ] && echo "--resume /tmp/zw_$W" || echo "")
