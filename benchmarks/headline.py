@@ -2,7 +2,7 @@
 
 usage: python benchmarks/headline.py [--check]
 
-Reads the latest CPU table, benchmarks/results/cpu_round25/results.json (run.py), benchmarks/results/cuda_warm_load_gpt/
+Reads the latest CPU table, benchmarks/results/cpu_round32/results.json (run.py), benchmarks/results/cuda_warm_load_gpt/
 results.json (warm_load.py --device cuda) and benchmarks/results/cpu_call_overhead.txt
 (driver_overhead.py), and writes docs/numbers.md. With --check it writes nothing and fails when
 docs/numbers.md differs from what it would write (run it after a new benchmark run).
@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
 OUT = ROOT / "docs" / "numbers.md"
-CPU_TABLE = "cpu_round25"  # the latest whole CPU run (run.py --device cpu)
+CPU_TABLE = "cpu_round32"  # the latest whole CPU run (run.py --device cpu)
 WORKLOADS = ["tiny_mlp", "transformer_infer", "transformer_train", "cnn_bn_train"]
 
 
