@@ -2,8 +2,9 @@
 
 usage: python benchmarks/headline.py [--check]
 
-Reads the latest CPU table, benchmarks/results/cpu_round32/results.json (run.py), benchmarks/results/cuda_warm_load_gpt/
-results.json (warm_load.py --device cuda) and benchmarks/results/cpu_call_overhead.txt
+Reads the latest CPU table, benchmarks/results/cpu_round32/results.json (run.py),
+benchmarks/results/cuda_warm_load_gpt/results.json (warm_load.py --device cuda) and
+benchmarks/results/cpu_call_overhead.txt
 (driver_overhead.py), and writes docs/numbers.md. With --check it writes nothing and fails when
 docs/numbers.md differs from what it would write (run it after a new benchmark run).
 """
@@ -252,7 +253,8 @@ def suite_warm_round30_row() -> tuple[str, str, str]:
             src)
 
 
-_LOGGED = re.compile(r"\] (\w+): (eager first_call_s|nb_load_cache .*total_s)=([\d.]+) ms")
+_LOGGED = re.compile(r"\] (\w+): (eager first_call_s|nb_load_cache .*total_s)=([\d.]+) (s|ms|µs)")
+_MS = {"s": 1e3, "ms": 1.0, "µs": 1e-3}  # run.py's _fmt_s writes each unit by the size
 
 
 def suite_warm_logged_row(round_: str, folder: str) -> tuple[str, str, str]:
@@ -261,10 +263,10 @@ def suite_warm_logged_row(round_: str, folder: str) -> tuple[str, str, str]:
     results.json lacks the workload it was in)."""
     best: dict[str, dict[str, float]] = {}
     for log in sorted((ROOT / folder).glob("s*.log")):
-        for w, what, ms in _LOGGED.findall(log.read_text()):
+        for w, what, value, unit in _LOGGED.findall(log.read_text()):
             d = best.setdefault(w, {})
             k = "eager" if what.startswith("eager") else "nb"
-            d[k] = min(d.get(k, float("inf")), float(ms))
+            d[k] = min(d.get(k, float("inf")), float(value) * _MS[unit])
     runs = len(list((ROOT / folder).glob("s*.log")))
     return (f"benchmark workloads, round {round_}: load with the cache + first call / eager's own "
             f"first call, fresh processes, fastest of the samples of {runs} runs (H100; "

@@ -327,12 +327,13 @@ def plan(graph: list[ast.stmt] | _Calls, warm: Any, *, cache_used: bool, no_cach
     cubins: dict[str, Any] = {}
     imports = _compat.warm_module_attrs(lambda: _WarmAsyncCompile(binaries, triton, cubins),
                                         types.SimpleNamespace(**ops))
-    what = ([f"{len(binaries)} C++ kernel(s) loaded directly"] if binaries else [] if triton
-            # every operation one of torch's (a CUDA graph of matmuls and attention)
-            else [f"no compiled kernel, {len(ops)} torch op(s) called directly"])
-    sized = sum("by_size" in rec for rec, _ in triton.values())
-    what += [f"{len(triton)} Triton kernel(s) launched from their cubins"
-             + (f" ({sized} with a configuration per size)" if sized else "")] if triton else []
+    what = [f"{len(binaries)} C++ kernel(s) loaded directly"] if binaries else []
+    if triton:
+        sized = sum("by_size" in rec for rec, _ in triton.values())
+        what.append(f"{len(triton)} Triton kernel(s) launched from their cubins"
+                    + (f" ({sized} with a configuration per size)" if sized else ""))
+    if not what:  # every operation one of torch's (a CUDA graph of matmuls and attention)
+        what = [f"no compiled kernel, {len(ops)} torch op(s) called directly"]
     needs = frozenset({("inductor", recorded[d]) for d in binaries}
                       | {("triton", rec["cubin"]) for rec, _ in triton.values()}
                       | {("triton", b["cubin"]) for rec, _ in triton.values()

@@ -38,9 +38,9 @@ def _free_port() -> int:
 
 def run_ranks(world: int, out_dir: Path, scenarios: tuple[str, ...]) -> list[dict]:
     """Start `world` ranks of dist_child.py, wait (bounded), kill whatever is left. A job a
-    rank of which died of a native crash (a signal: the rare gloo-side heap corruption seen
-    in CI, Note [a native crash in the ranks]) runs once more, and the crash stays visible as
-    a warning; a second crash, or any rank ending without its result, fails."""
+    rank of which died of a native crash (a signal: the rare crash seen in CI, cause unknown,
+    Note [a native crash in the ranks]) runs once more, and the crash stays visible as a
+    warning; a second crash, or any rank ending without its result, fails."""
     first = _run_job(world, out_dir / "try1", scenarios)
     if isinstance(first, list):
         return first
@@ -54,10 +54,11 @@ def run_ranks(world: int, out_dir: Path, scenarios: tuple[str, ...]) -> list[dic
 # Note [a native crash in the ranks]
 #   About one CI run in fifteen, a rank of the 2-rank job died in the middle of a scenario
 #   of a signal, with no Python error (once with glibc's "malloc(): unaligned tcache chunk
-#   detected", a heap corruption); 35 runs on the development machine never did. Every rank now writes the scenario it is
-#   in and, on a native crash, every thread's Python stack to files the report puts first,
-#   and such a job runs once more (a wrong result, a Python error or a hang is never run
-#   again). The warning names the scenario and the stacks, so the cause can be found.
+#   detected", a heap corruption); 35 runs on the development machine never did. Every rank
+#   now writes the scenario it is in and, on a native crash, every thread's Python stack to
+#   files the report puts first, and such a job runs once more (a wrong result, a Python
+#   error or a hang is never run again). The warning names the scenario and the stacks, so
+#   the cause can be found.
 
 
 def _run_job(world: int, out_dir: Path, scenarios: tuple[str, ...]) -> list[dict] | str:
