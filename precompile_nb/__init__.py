@@ -45,9 +45,13 @@ __version__ = "0.1.0"
 def _precompile() -> Any:
     """`precompile`, with torch 2.15's file-pair shape beside the seed's: precompile.capture,
     precompile.MakeFxTracer, and precompile.load of (python_code, cache) or of two paths
-    (tools/files.py)."""
-    from .core import precompile
-    from .tools import files
+    (tools/files.py). The first call imports the core: a few thousand objects, allocated
+    with the collector paused (Note [the collector pauses for a build] in collector.py)."""
+    from .collector import collector_paused
+
+    with collector_paused():
+        from .core import precompile
+        from .tools import files
 
     precompile.load = files.load  # type: ignore[attr-defined]
     precompile.capture = files.capture  # type: ignore[attr-defined]

@@ -23,20 +23,18 @@ Note [a load imports no stage]
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import difflib
-import gc
 import inspect
 import os
-import threading
 import time
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..collector import collector_paused
 from . import _compat
-from ._compat.scoped_patch import switch_mistakes, switched_off
+from ._compat.scoped_patch import switch_mistakes
 from .cache import pack
 from .errors import PrecompileError, fn_name, raised_by_user, user_frame
 from .load import load, python_entries
@@ -165,47 +163,6 @@ def build(fn: Callable, *example_inputs: Any, backend: str = "inductor",
         python_entries(python_code) if backend == "inductor" else ())))
     return Artifact(python_code=python_code, cache=cache, captured=captured, lowered=lowered,
                     stage_seconds=tuple(times))
-
-
-# Note [the collector pauses for a build]
-#   Python's cyclic garbage collector runs every few hundred allocations, and the full
-#   collections among those runs walk every live object of the process: torch, transformers,
-#   the user's model, and the compiler's own graphs and sympy expressions. A cold compile
-#   allocates millions of objects, so on the H200 host 740-970 collections took 0.7-1.5 s of
-#   each zoo training step's precompile (benchmarks/results/h200_round17, the json's `gc`),
-#   6-9% of it (torch.compile's: 1.1-1.4 s). So capture and lowering run with automatic
-#   collection paused, as torch.distributed.checkpoint pauses it around a state dict, and one
-#   collection of the youngest generation at the end frees what the compile left in cycles
-#   (counted in the precompile, not left to the user's next step). The peak memory this costs
-#   is measured beside the time (benchmarks/cold_split.py's `rss_peak_mb`, tool `nb+gcon`).
-#   Nested or concurrent builds pause it once; it is restored as the first one found it: a
-#   collector the user switched off stays off. PRECOMPILE_NB_GC_PAUSE=0 (or off, false, no)
-#   leaves it alone.
-_PAUSE = {"depth": 0, "was_enabled": False}
-_PAUSE_LOCK = threading.Lock()
-
-
-@contextlib.contextmanager
-def collector_paused() -> Iterator[None]:
-    """Inside: no automatic garbage collection (Note [the collector pauses for a build])."""
-    if switched_off("PRECOMPILE_NB_GC_PAUSE"):
-        yield
-        return
-    with _PAUSE_LOCK:
-        if _PAUSE["depth"] == 0:
-            _PAUSE["was_enabled"] = gc.isenabled()
-            gc.disable()
-        _PAUSE["depth"] += 1
-    try:
-        yield
-    finally:
-        with _PAUSE_LOCK:
-            _PAUSE["depth"] -= 1
-            last = _PAUSE["depth"] == 0 and _PAUSE["was_enabled"]
-            if last:
-                gc.enable()
-        if last:
-            gc.collect(0)
 
 
 def on_cuda(inputs: Sequence[Any]) -> bool:

@@ -46,6 +46,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
+from ..collector import collector_paused
 from ..runtime.convention import ARTIFACT_FORMAT, ARTIFACT_VERSION, META_NAME, decode
 from . import _compat, warm
 from . import cache as _cache
@@ -229,7 +230,8 @@ def load(python_code: str, cache: bytes | None = None) -> Callable[..., Any]:
     >>> f = precompile.load(code, cache)  # doctest: +SKIP
     """
     try:
-        return _load(python_code, cache)
+        with collector_paused():  # Note [the collector pauses for a build]
+            return _load(python_code, cache)
     except PrecompileError:
         raise
     except Exception as e:  # noqa: BLE001 - no raw error reaches the user

@@ -1,15 +1,20 @@
 """Note [the collector pauses for a build]: no automatic garbage collection while precompile
-captures and lowers; afterwards the collector is as the user had it."""
+captures and lowers, while a load runs, or while the core is first imported; afterwards the
+collector is as the user had it."""
 from __future__ import annotations
 
 import gc
+import os
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import pytest
 import torch
 
 from precompile_nb import precompile
-from precompile_nb.core import collector_paused
+from precompile_nb.collector import collector_paused
 
 # these tests watch or change what happens inside a lowering
 pytestmark = pytest.mark.usefixtures("lowering_afresh")
@@ -65,3 +70,62 @@ def test_overlapping_pauses_restore_the_collector_once_the_last_ends():
     t.join(30)
     assert states == [("second", False), ("first, after the second ended", False)]
     assert gc.isenabled()
+
+
+def _collections_during(call) -> list[int]:
+    """The generation of every collection that starts while `call` runs, with the collector
+    set to run at every allocation of a tracked object (unpaused, thousands of them)."""
+    seen: list[int] = []
+
+    def watch(phase, info):
+        if phase == "start":
+            seen.append(info["generation"])
+
+    old = gc.get_threshold()
+    gc.callbacks.append(watch)
+    gc.set_threshold(1)
+    try:
+        call()
+    finally:
+        gc.set_threshold(*old)
+        gc.callbacks.remove(watch)
+    return seen
+
+
+def test_a_load_runs_the_collector_a_few_times_at_most(monkeypatch):
+    """A collector due at every allocation runs only in the steps around the paused load (and
+    once at its end); unpaused it runs hundreds of times, and in a large process one of those
+    runs is a full collection (Note [the collector pauses for a build])."""
+    code, cache = precompile(lambda m, x: m(x).relu(), torch.nn.Linear(4, 3), torch.randn(2, 4))
+    loaded = []
+    assert len(_collections_during(lambda: loaded.append(precompile.load(code, cache)))) < 20
+    assert gc.isenabled()
+    m, x = torch.nn.Linear(4, 3), torch.randn(2, 4)
+    torch.testing.assert_close(loaded[0](m, x), m(x).relu())
+
+    monkeypatch.setenv("PRECOMPILE_NB_GC_PAUSE", "0")  # the switch leaves the collector alone
+    assert len(_collections_during(lambda: precompile.load(code, cache))) > 100
+
+
+def test_importing_the_core_pauses_the_collector(tmp_path):
+    script = tmp_path / "imports.py"
+    script.write_text(
+        "import gc, sys\n"
+        "import precompile_nb.collector\n"  # its own import is before the pause
+        "seen = []\n"
+        "gc.callbacks.append(lambda phase, info: seen.append(phase))\n"
+        "gc.set_threshold(1)\n"
+        "from precompile_nb import precompile\n"
+        "gc.set_threshold(700)\n"
+        "print(seen.count('start'), gc.isenabled())\n")
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=300, env=_env())
+    assert out.returncode == 0, out.stderr
+    collections, enabled = out.stdout.split()
+    assert int(collections) < 20 and enabled == "True"  # unpaused: one per tracked object
+
+
+def _env() -> dict[str, str]:
+    root = str(Path(__file__).resolve().parents[2])
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [root, *filter(None, [os.environ.get("PYTHONPATH")])])}

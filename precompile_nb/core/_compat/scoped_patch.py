@@ -9,7 +9,8 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-_OFF = ("0", "false", "off", "no")
+from ...collector import OFF_WORDS as _OFF
+
 _ON = ("1", "true", "on", "yes", "")
 # every switch precompile_nb reads (docs/api.md's table lists each; a test keeps the three the
 # same); PRECOMPILE_NB_PIECES takes a number, PRECOMPILE_NB_TUNE_TOGETHER seconds or off, the
