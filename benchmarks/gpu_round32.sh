@@ -3,6 +3,8 @@
 # device calls of at most ~5.5 min each, every step writing under OUT as soon as it ends:
 #   bash benchmarks/gpu_round32.sh infer OUT  the zoo's 39 inference cases, warm start against
 #       eager's first call (--alone); run it again on the same machine to resume
+#   bash benchmarks/gpu_round32.sh infer_rest OUT  the cases the first call's deadline left without
+#       a warm start (their precompile again on a fresh machine); resumable the same way
 #   bash benchmarks/gpu_round32.sh over OUT   round 31's four training steps over 1.1x again,
 #       now with the cyclic collector timed inside each window (nb_warm_gc_s, eager_first_gc_s)
 #   bash benchmarks/gpu_round32.sh probe OUT  cubin_load.py: where the ~0.5 ms a Triton kernel
@@ -22,6 +24,9 @@ zoo() {  # zoo PART WORKLOADS [MODELS]
 }
 case "$PART" in
   infer) zoo infer infer ;;
+  infer_rest) zoo infer_rest infer "$(python3 -c 'import json, sys
+print(",".join(r["model"] for r in json.load(open(sys.argv[1])) if "nb_warm_s" not in r))' \
+    benchmarks/results/h100_round32/zoo_infer/results.json)" ;;
   over) zoo over train timm_swin,timm_deit,tv_resnet18,tv_deeplabv3 ;;
   probe)
     timeout 320 python3 benchmarks/cubin_load.py --cases cnn_bn_train,zoo:tv_resnet18:train \

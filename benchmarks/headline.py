@@ -165,7 +165,8 @@ def gpu_rows() -> list[tuple[str, str, str]]:
                                                        "zoo_train_merged/results.json",
                                                        "round 31's 26 steps over round 29's"),
                                           suite_warm_logged_row(
-                                              "31", "benchmarks/results/h100_round31/suite")]
+                                              "31", "benchmarks/results/h100_round31/suite"),
+                                          *round32_rows()]
 
 
 _R15 = "benchmarks/results/h200_round15/cold_call1.json"
@@ -223,21 +224,23 @@ def round28_rows() -> list[tuple[str, str, str]]:
                               bn_straight=False)]
 
 
-def zoo_warm_row(round_: str, src: str, note: str) -> tuple[str, str, str]:
-    """The zoo's training steps (an H100): a fresh process's load + first call over eager's own
-    first call in another fresh process, each measured alone; the cases the device time
-    reached."""
+def zoo_warm_row(round_: str, src: str, note: str,
+                 cases: str = "training steps") -> tuple[str, str, str]:
+    """The zoo's training steps (or its inference cases), an H100: a fresh process's load +
+    first call over eager's own first call in another fresh process, each measured alone; the
+    cases the device time reached."""
     rows = json.loads((ROOT / src).read_text())
     ratio = {r["model"]: r["nb_warm_s"] / r["eager_first_alone_s"] for r in rows
              if r.get("nb_warm_s") and r.get("eager_first_alone_s")}
     over = sorted((m for m, x in ratio.items() if x > 1.1), key=lambda m: -ratio[m])
-    return (f"zoo training steps (real size), round {round_}: warm load + first call / eager's "
+    said = (f"{sum(x <= 1.1 for x in ratio.values())} of {len(ratio)} within 1.1x, median "
+            f"{statistics.median(ratio.values()):.2f}")
+    said += ("; over: " + ", ".join(f"{m} {ratio[m]:.{2 if round(ratio[m], 2) > 1.1 else 3}f}"
+                                    for m in over) if over
+             else f", max {max(ratio.values()):.2f}")
+    return (f"zoo {cases} (real size), round {round_}: warm load + first call / eager's "
             f"own first call, fresh processes, each alone, one run each (H100; {note}; "
-            f"{len(ratio)} of {len(rows)} steps reached)",
-            f"{sum(x <= 1.1 for x in ratio.values())} of {len(ratio)} within 1.1x, median "
-            f"{statistics.median(ratio.values()):.2f}; over: " +
-            ", ".join(f"{m} {ratio[m]:.{2 if round(ratio[m], 2) > 1.1 else 3}f}"
-                      for m in over), src)
+            f"{len(ratio)} of {len(rows)} {cases.split()[-1]} reached)", said, src)
 
 
 def suite_warm_round30_row() -> tuple[str, str, str]:
@@ -251,6 +254,19 @@ def suite_warm_round30_row() -> tuple[str, str, str]:
             "marked dynamic)",
             ", ".join(f"{k} {v['ratios']['load_cache_vs_eager_first']:.2f}" for k, v in w.items()),
             src)
+
+
+_R32 = "benchmarks/results/h100_round32/"  # Note [the collector pauses for a build]: a load
+
+
+def round32_rows() -> list[tuple[str, str, str]]:
+    """Round 32 (an H100): the zoo's 39 inference cases, then the seven warm starts over 1.1x
+    or near it again with the collector paused in the load and the core's import (seven had
+    a full collection in the window); the training steps over round 31's."""
+    return [zoo_warm_row("32", _R32 + "infer_merged/results.json", "the latest sample of "
+                         "each; 7 of them after the collector's pause in load", "inference cases"),
+            zoo_warm_row("32", _R32 + "train_merged/results.json", "round 31's 39 with round "
+                         "31's four over measured again, timm_deit's after the collector's pause")]
 
 
 _LOGGED = re.compile(r"\] (\w+): (eager first_call_s|nb_load_cache .*total_s)=([\d.]+) (s|ms|µs)")
