@@ -260,9 +260,10 @@ _R32 = "benchmarks/results/h100_round32/"  # Note [the collector pauses for a bu
 
 
 def round32_rows() -> list[tuple[str, str, str]]:
-    """Round 32 (an H100): the zoo's 39 inference cases, then the seven warm starts over 1.1x
-    or near it again with the collector paused in the load and the core's import (seven had
-    a full collection in the window); the training steps over round 31's."""
+    """Round 32 (an H100): the zoo's 39 inference cases, then seven warm starts over 1.1x or
+    near it again with the collector paused in the load and the core's import (six of round
+    32's warm starts had a full collection in the window); the training steps over round
+    31's."""
     return [zoo_warm_row("32", _R32 + "infer_merged/results.json", "the latest sample of "
                          "each; 7 of them after the collector's pause in load", "inference cases"),
             zoo_warm_row("32", _R32 + "train_merged/results.json", "round 31's 39 with round "

@@ -19,8 +19,9 @@ if TYPE_CHECKING:  # the public names, imported lazily: viewers import without t
 
 
 def __getattr__(name: str) -> Any:
-    if name == "precompile":
-        return _precompile()
+    if name == "precompile":  # built once, then a plain attribute: no pause or import again
+        globals()["precompile"] = value = _precompile()
+        return value
     if name in ("capture", "MakeFxTracer", "PrecompiledRunnable"):
         from .tools import files
 

@@ -12,6 +12,13 @@ from collections.abc import Iterator
 
 OFF_WORDS = ("0", "false", "off", "no")  # what turns a PRECOMPILE_NB_ switch off
 
+
+def switched_off(name: str) -> bool:
+    """Whether the environment variable `name` turns a behaviour off: 0, false, off or no, in
+    any case and with spaces around; unset or anything else leaves it on. (Here, not in
+    core/_compat/scoped_patch.py, which re-exports it: the core's import reads it paused.)"""
+    return os.environ.get(name, "1").strip().lower() in OFF_WORDS
+
 # Note [the collector pauses for a build]
 #   Python's cyclic garbage collector runs every few hundred allocations, and the full
 #   collections among those runs walk every live object of the process: torch, transformers,
@@ -42,7 +49,7 @@ _PAUSE_LOCK = threading.Lock()
 @contextlib.contextmanager
 def collector_paused() -> Iterator[None]:
     """Inside: no automatic garbage collection (Note [the collector pauses for a build])."""
-    if os.environ.get("PRECOMPILE_NB_GC_PAUSE", "1").strip().lower() in OFF_WORDS:
+    if switched_off("PRECOMPILE_NB_GC_PAUSE"):
         yield
         return
     with _PAUSE_LOCK:

@@ -4,17 +4,14 @@ collector is as the user had it."""
 from __future__ import annotations
 
 import gc
-import os
-import subprocess
-import sys
 import threading
-from pathlib import Path
 
 import pytest
 import torch
 
 from precompile_nb import precompile
 from precompile_nb.collector import collector_paused
+from tests.conftest import run_fresh
 
 # these tests watch or change what happens inside a lowering
 pytestmark = pytest.mark.usefixtures("lowering_afresh")
@@ -107,25 +104,17 @@ def test_a_load_runs_the_collector_a_few_times_at_most(monkeypatch):
     assert len(_collections_during(lambda: precompile.load(code, cache))) > 100
 
 
-def test_importing_the_core_pauses_the_collector(tmp_path):
-    script = tmp_path / "imports.py"
-    script.write_text(
-        "import gc, sys\n"
-        "import precompile_nb.collector\n"  # its own import is before the pause
-        "seen = []\n"
-        "gc.callbacks.append(lambda phase, info: seen.append(phase))\n"
-        "gc.set_threshold(1)\n"
-        "from precompile_nb import precompile\n"
-        "gc.set_threshold(700)\n"
-        "print(seen.count('start'), gc.isenabled())\n")
-    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                         timeout=300, env=_env())
+def test_importing_the_core_pauses_the_collector():
+    out = run_fresh("""
+        import gc
+        import precompile_nb.collector  # its own import is before the pause
+        seen = []
+        gc.callbacks.append(lambda phase, info: seen.append(phase))
+        gc.set_threshold(1)
+        from precompile_nb import precompile
+        gc.set_threshold(700)
+        print(seen.count("start"), gc.isenabled())
+        """, timeout=300)
     assert out.returncode == 0, out.stderr
     collections, enabled = out.stdout.split()
     assert int(collections) < 20 and enabled == "True"  # unpaused: one per tracked object
-
-
-def _env() -> dict[str, str]:
-    root = str(Path(__file__).resolve().parents[2])
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [root, *filter(None, [os.environ.get("PYTHONPATH")])])}

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from ...collector import OFF_WORDS as _OFF
+from ...collector import switched_off  # noqa: F401 - the switches' one reader, re-exported
 
 _ON = ("1", "true", "on", "yes", "")
 # every switch precompile_nb reads (docs/api.md's table lists each; a test keeps the three the
@@ -26,12 +27,6 @@ SWITCHES = ("PRECOMPILE_NB_KERNEL_REUSE", "PRECOMPILE_NB_LOWERING_REUSE",
             "PRECOMPILE_NB_CONV1X1_AS_MM", "PRECOMPILE_NB_DEPTHWISE_NCHW", "PRECOMPILE_NB_PIECES",
             "PRECOMPILE_NB_TUNE_TOGETHER")
 _PREFIX = "PRECOMPILE_NB_"
-
-
-def switched_off(name: str) -> bool:
-    """Whether the environment variable `name` turns a behaviour off: 0, false, off or no, in
-    any case and with spaces around; unset or anything else leaves it on."""
-    return os.environ.get(name, "1").strip().lower() in _OFF
 
 
 def switch_seconds(name: str, default: float) -> float:
