@@ -17,6 +17,9 @@ import statistics
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # headline_suite, run as a script or not
+from headline_suite import cache_read_row, suite_every_mode_rows, suite_runs_row  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
 OUT = ROOT / "docs" / "numbers.md"
@@ -166,7 +169,7 @@ def gpu_rows() -> list[tuple[str, str, str]]:
                                                        "round 31's 26 steps over round 29's"),
                                           suite_warm_logged_row(
                                               "31", "benchmarks/results/h100_round31/suite"),
-                                          *round32_rows()]
+                                          *round32_rows(), *round33_rows()]
 
 
 _R15 = "benchmarks/results/h200_round15/cold_call1.json"
@@ -272,6 +275,21 @@ def round32_rows() -> list[tuple[str, str, str]]:
 
 _LOGGED = re.compile(r"\] (\w+): (eager first_call_s|nb_load_cache .*total_s)=([\d.]+) (s|ms|µs)")
 _MS = {"s": 1e3, "ms": 1.0, "µs": 1e-3}  # run.py's _fmt_s writes each unit by the size
+
+
+_R33 = "benchmarks/results/h100_round33/"  # the suite run by run, after round 32's pause
+
+
+def round33_rows() -> list[tuple[str, str, str]]:
+    """Round 33 (an H100): the suite's four runs of eager, precompile and load (gpu_round33.sh)
+    and one of every mode, each run's ratios; six zoo warm starts; a 100 MB cache's read."""
+    card = "H100"
+    runs = tuple(f"{_R33}suite/s{k}/results.json" for k in (1, 2, 3, 4))
+    return [suite_runs_row("33", (*runs, _R33 + "full/results.json"), card),
+            *suite_every_mode_rows("33", _R33 + "full/results.json", card),
+            zoo_warm_row("33", _R33 + "zoo/results.json", "round 32's six nearest 1.1x, "
+                         "the collector paused", "inference cases"),
+            cache_read_row("33", _R33 + "cache_read/results.json", card)]
 
 
 def suite_warm_logged_row(round_: str, folder: str) -> tuple[str, str, str]:

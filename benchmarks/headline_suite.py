@@ -1,0 +1,59 @@
+"""Rows of docs/numbers.md read from the benchmark suite's own runs (benchmarks/run.py's
+results.json) and from cache_read.py: each run's ratios as measured, one run at a time, where
+the older rows of benchmarks/headline.py took the fastest sample of several runs."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _workloads(src: str) -> dict:
+    return json.loads((ROOT / src).read_text())["workloads"]
+
+
+def suite_runs_row(round_: str, srcs: tuple[str, ...], card: str) -> tuple[str, str, str]:
+    """Load with the cache + first call over eager's own first call, every run on its own:
+    how many runs had all workloads within 1.1x, and each workload's smallest and largest
+    ratio (ms of load + first call and of eager's first call in brackets)."""
+    runs = [_workloads(s) for s in srcs]
+    names = list(runs[0])
+    ratio = {w: [r[w]["ratios"]["load_cache_vs_eager_first"] for r in runs] for w in names}
+    ms = {w: ([r[w]["seconds"]["nb_load_first_call_cache"] * 1e3 for r in runs],
+              [r[w]["seconds"]["eager_first_call"] * 1e3 for r in runs]) for w in names}
+    whole = sum(all(ratio[w][i] <= 1.1 for w in names) for i in range(len(runs)))
+
+    def span(w: str) -> str:
+        nb, eager = ms[w]
+        return (f"{w} {min(ratio[w]):.2f}-{max(ratio[w]):.2f} ({min(nb):.0f}-{max(nb):.0f} / "
+                f"{min(eager):.0f}-{max(eager):.0f})")
+
+    return (f"benchmark workloads, round {round_}: load with the cache + first call / eager's "
+            f"own first call, fresh processes, each run on its own ({card}; cnn_dynamic_infer: "
+            "batch marked dynamic; smallest-largest over the runs, ms in brackets)",
+            f"all within 1.1x in {whole} of {len(runs)} runs; " + ", ".join(map(span, names)),
+            "`, `".join(srcs))
+
+
+def suite_every_mode_rows(round_: str, src: str, card: str) -> list[tuple[str, str, str]]:
+    """One run of every mode of run.py (no reference torch): cold precompile over
+    torch.compile's compile + first call, each with the imports it makes, and the
+    steady state over torch.compile's (best round)."""
+    w = _workloads(src)
+    what = f"benchmark workloads, round {round_}, one run of every mode ({card})"
+    return [(f"{what}, cold: precompile / torch.compile compile + first call, its imports "
+             "timed with it, fresh processes, empty caches (seconds in brackets)",
+             ", ".join(f"{k} {v['ratios']['cold_vs_tc_cold']:.2f} "
+                       f"({v['seconds']['nb_precompile']:.1f} / "
+                       f"{v['seconds']['tc_cold_first_call']:.1f})" for k, v in w.items()), src),
+            (f"{what}, steady: precompile_nb / torch.compile (best round)",
+             ", ".join(f"{k} {v['ratios']['steady_vs_tc']:.2f}" for k, v in w.items()), src)]
+
+
+def cache_read_row(round_: str, src: str, card: str) -> tuple[str, str, str]:
+    """cache_read.py: a cache padded to ~100 MB, load's MB/s and the marginal cost per MB."""
+    row = json.loads((ROOT / src).read_text())["rows"]["working tree / padded"]
+    return (f"cache read, round {round_} ({card}): a {row['mb']:.0f} MB cache in a fresh "
+            "process, load's MB/s (medians; marginal ms per MB)",
+            f"{row['load_mb_per_s']:.0f} MB/s ({row['marginal_ms_per_mb']:.2f} ms/MB)", src)
