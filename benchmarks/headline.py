@@ -557,18 +557,18 @@ def cpu_warm_vs_eager_row(src: str, label: str) -> tuple[str, str, str]:
                       for k in w), src)
 
 
-def load_paired_row() -> tuple[str, str, str]:
-    """Round 31: import precompile_nb + load with the cache, this tree against round 30's,
-    fresh processes alternating (load_imports.py --baseline-rev 03fcb67)."""
-    src = "benchmarks/results/cpu_round31_load/"
+def load_paired_row(src: str = "benchmarks/results/cpu_round31_load/", base: str = "03fcb67",
+                    what: str = "round 30's tree → round 31's (literals from the cache, lighter "
+                    "imports)") -> tuple[str, str, str]:
+    """Import precompile_nb + load with the cache, the tree against `base`, fresh processes
+    alternating (load_imports.py --baseline-rev BASE)."""
     cells = []
     for name in (*WORKLOADS, "cnn_dynamic_infer"):
         trees = json.loads((ROOT / src / f"load_imports_{name}.json").read_text())["trees"]
         ms = {tree: t["median_ms"]["bytecode"] for tree, t in trees.items()}
-        cells.append(f"{name} {ms['03fcb67']:.1f} → {ms['working tree']:.1f}")
-    return ("import precompile_nb + load with the cache, round 30's tree → round 31's (literals "
-            "from the cache, lighter imports), paired fresh processes, medians of 9, ms",
-            ", ".join(cells), src)
+        cells.append(f"{name} {ms[base]:.1f} → {ms['working tree']:.1f}")
+    return (f"import precompile_nb + load with the cache, {what}, paired fresh processes, "
+            "medians of 9, ms", ", ".join(cells), src)
 
 
 def cpu_vs_ref_row(src: str, label: str) -> tuple[str, str, str]:
@@ -633,6 +633,9 @@ def render() -> str:
                                      "round 31 (eager's first call moves 2-3x between sessions"
                                      ": compare the paired row below across rounds)"))
     cpu.append(load_paired_row())
+    cpu.append(load_paired_row("benchmarks/results/cpu_round33_load/", "93c4346",
+                               "round 33, before → after a load stopped importing the package's "
+                               "driver"))
     cpu.append(kernel_reuse_row())
     cpu.append(precompile_again_row(23))
     cpu.append(precompile_again_row(25))

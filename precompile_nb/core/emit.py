@@ -10,8 +10,9 @@ python_code is one self-contained module (needs only torch), in this order:
 Each section starts with a marker line `# ==== [precompile_nb:NAME] ====`.
 
 Note [one driver, two homes]
-  The driver is real code in `runtime/driver.py`, imported by the package (PrecompileError and the
-  message format live there) and copied verbatim into every artifact, so an artifact exec'd
+  The driver is real code in `runtime/violation.py` (PrecompileError and its message) and
+  `runtime/driver.py` (the records, their decoder, the call), imported by the package and
+  copied verbatim, the one after the other, into every artifact, so an artifact exec'd
   where precompile_nb is not installed behaves exactly like one loaded through
   precompile.load. The metadata literal is the single source of truth: the driver is built
   from it at exec time, and load reads it back by AST without executing anything.
@@ -23,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from ..runtime import driver
+from ..runtime import driver, violation
 from ..runtime.convention import (
     ARTIFACT_FORMAT,
     ARTIFACT_VERSION,
@@ -39,7 +40,10 @@ from . import warm
 from .schemas import Captured, Lowered
 from .tuning import tuning_record
 
-DRIVER_SOURCE = Path(driver.__file__).read_text(encoding="utf-8")
+# what every artifact runs: PrecompileError's section, then the driver (which the package
+# imports from violation.py, Note [a load imports no driver] in load.py)
+DRIVER_SOURCE = "\n\n".join(Path(m.__file__).read_text(encoding="utf-8").rstrip()
+                              for m in (violation, driver)) + "\n"
 
 
 def marker(name: str) -> str:

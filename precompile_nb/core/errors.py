@@ -1,9 +1,9 @@
 """PrecompileError and the invariant texts.
 
-The error class itself lives in `runtime/driver.py` because every artifact carries a copy of it (an
-artifact must raise the same structured error where precompile_nb is not installed); this module
-is the package's door to it plus the capture/load-side helpers. See Note [one driver, two homes]
-in emit.py.
+The error class itself lives in `runtime/violation.py` because every artifact carries a copy of
+it (an artifact must raise the same structured error where precompile_nb is not installed); this
+module is the package's door to it plus the capture/load-side helpers. See Note [one driver, two
+homes] in emit.py.
 """
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import re
 import traceback
 from types import TracebackType
 
-from ..runtime.driver import _PC_INVARIANTS as INVARIANTS
-from ..runtime.driver import PrecompileError
+from ..runtime.violation import _PC_INVARIANTS as INVARIANTS
+from ..runtime.violation import PrecompileError
 
 __all__ = ["PrecompileError", "INVARIANTS", "Problems", "fn_name", "raised_by_user",
            "user_frame"]

@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from ..runtime.driver import _PC_INVARIANTS
+from ..runtime.violation import _PC_INVARIANTS
 from ..core.cache import read_tag
 from ..runtime.convention import OptimArg, mesh_text
 from ..core.emit import section_lines

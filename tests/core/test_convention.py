@@ -1,6 +1,7 @@
 """The calling convention as one typed contract: the records round-trip through the artifact's
 metadata literal, every malformed nested field is a PrecompileError at load, and the artifact
-format version follows its written rule (Note [artifact version] in convention.py)."""
+format version follows its written rule (Note [artifact version] in
+runtime/artifact_format.py)."""
 from __future__ import annotations
 
 import ast
@@ -14,9 +15,10 @@ from torch import nn
 
 from precompile_nb import PrecompileError, precompile
 from precompile_nb.core import build
-from precompile_nb.runtime.convention import (ARTIFACT_VERSION, FINGERPRINTS, AliasOut, ConstArg,
-                                           Constant, ConstOut, GraphOut, InputOut, ModuleArg,
-                                           PytreeArg, TensorArg, decode, schema_fingerprint)
+from precompile_nb.runtime.artifact_format import ARTIFACT_VERSION, FINGERPRINTS
+from precompile_nb.runtime.convention import (AliasOut, ConstArg, Constant, ConstOut, GraphOut,
+                                           InputOut, ModuleArg, PytreeArg, TensorArg, decode,
+                                           schema_fingerprint)
 from precompile_nb.core.emit import META_NAME
 from precompile_nb.core.load import read_meta
 
@@ -189,7 +191,8 @@ def test_artifact_version_changes_exactly_when_the_format_does():
     got = schema_fingerprint()
     assert FINGERPRINTS.get(ARTIFACT_VERSION) == got, (
         "the artifact format (the metadata literal's records, their literal kinds, or the "
-        "section markers) changed: bump ARTIFACT_VERSION in precompile_nb/runtime/convention.py "
+        "section markers) changed: bump ARTIFACT_VERSION in "
+        "precompile_nb/runtime/artifact_format.py "
         f"and record FINGERPRINTS[{ARTIFACT_VERSION + 1}] = {got!r} "
         "(Note [artifact version])")
     assert len(set(FINGERPRINTS.values())) == len(FINGERPRINTS)  # each version its own format

@@ -124,9 +124,14 @@ def test_python_code_runs_alone_without_precompile_nb(mlp_pair, tmp_path):
         ns = {{}}
         exec(open({str(tmp_path / 'a.py')!r}).read(), ns)
         print("OK", torch.allclose(ns["forward"](d["m"], d["x"]), d["ref"], atol=1e-6))
+        try:  # the structured error of the artifact's own copy (runtime/violation.py)
+            ns["forward"](d["m"], d["x"][:, :3])
+        except Exception as e:
+            print("ERR", type(e).__name__, e.invariant, e.stage, e.hint is not None)
     """, env={"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "ind")})
     assert r.returncode == 0, r.stderr[-2000:]
     assert "OK True" in r.stdout
+    assert "ERR PrecompileError 3 call True" in r.stdout, r.stdout
 
 
 def test_layout_mismatch_is_a_precompile_error_before_any_kernel_runs(mlp_pair):

@@ -1,0 +1,36 @@
+"""What names an artifact's format: its name and version (with the rule for the version), the
+metadata literal's name and the sections' order. Apart from convention.py, which holds the
+records, so that a load checks an artifact's header without importing the driver (Note [a load
+imports no driver] in core/load.py)."""
+
+# Note [artifact version]
+#   ARTIFACT_VERSION names the shape of what the package reads out of an artifact without
+#   running it: the metadata literal (every record's fields and literal kinds, the union tags,
+#   the header fields) and the section markers. It changes exactly when that shape changes, so
+#   that this package never misreads an artifact written by another version of itself.
+#   The driver's *code* is not part of it: each artifact carries its own copy and runs it.
+#   The rule is enforced by tests/core/test_convention.py: it recomputes
+#   convention.schema_fingerprint() and compares it with FINGERPRINTS[ARTIFACT_VERSION].
+#   When it fails, bump ARTIFACT_VERSION and record the new fingerprint under it (keep the
+#   old ones: they document the history).
+ARTIFACT_FORMAT = "precompile_nb.artifact"
+# the metadata literal's name in python_code, and its sections in order (each opens with
+# a marker line, emit.marker)
+META_NAME = "_PC_META"
+SECTIONS = ("graph", "metadata", "driver")
+ARTIFACT_VERSION = 8
+FINGERPRINTS = {
+    2: "171e3cadd88976d991d90287a3f83fc7798119443ab51f09dd6200f436cdfda4",
+    # 3: guards on dynamic sizes (mark_dynamic)
+    3: "64e16d10a6757c970ee94d89d24c18c83177d2eb8188794d848dae453fc19b6f",
+    # 4: DTensor inputs, results and gradients on device meshes
+    4: "76a712b17cc14361ca4b7f89cd9efd55ac85b4f0b80ad7233ec0c4911c36c692",
+    # 5: optimizer arguments (state and tensor hyperparameters as graph inputs)
+    5: "0080f1d6cd244af266972bd68d08f19dbb04fb63bc3149d097a2a1c5f2de618c",
+    # 6: data guards (branches on tensor data kept as the example took them)
+    6: "4de3d779ea0a54d7acf37c4fc87dfaf1da58670e6cbd9fc56a14fee2e7d5cd87",
+    # 7: process groups the graph's collectives name, with their sizes (checked at a call)
+    7: "f8eb7186b204748b2280dc067bfae9cc3cdc9d95d2e7f9934336d9392743f484",
+    # 8: the inputs the compiled graph writes in place (Note [writes inside the graph])
+    8: "1e771f0eea1b7e47f54b44575113212ee871aa0e69c53801b62920575faf47f9",
+}
