@@ -373,7 +373,7 @@ class _Installed(NamedTuple):
 
 # Note [a load imports no driver]
 #   A load runs the artifact's own copy of the driver, which decodes the metadata as it
-#   starts; the package's copy (runtime/driver.py and the records: 2.3 ms of a 9.8 ms import
+#   starts; the package's copy (runtime/driver.py and the records: 2.1 ms of a 10.7 ms import
 #   + load of the CPU benchmark's transformer) only checked every field before anything ran.
 #   Metadata from the cache (Note [the literals in the cache]) was checked so when packed,
 #   with this reader and the driver the artifact carries, and its verified entry is tied to

@@ -35,7 +35,7 @@ HEAVY = ("torch._inductor", "torch._inductor.codecache", "torch._inductor.compil
          # nor the stages' records (their dataclasses took 4.5 ms of a 12 ms import)
          "precompile_nb.core.schemas",
          # nor the package's copy of the driver and its records: the artifact runs its own
-         # (Note [a load imports no driver]: 2.3 ms of a transformer's 9.8 ms import + load)
+         # (Note [a load imports no driver]: 2.1 ms of a transformer's 10.7 ms import + load)
          "precompile_nb.runtime.driver", "precompile_nb.runtime.convention",
          *(f"precompile_nb.core._compat.{m}" for m in (
              "autotune", "compile_pool", "conv_layout", "cpp_runs", "isa_probes",
