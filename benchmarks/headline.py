@@ -273,10 +273,6 @@ def round32_rows() -> list[tuple[str, str, str]]:
                          "31's four over measured again, timm_deit's after the collector's pause")]
 
 
-_LOGGED = re.compile(r"\] (\w+): (eager first_call_s|nb_load_cache .*total_s)=([\d.]+) (s|ms|µs)")
-_MS = {"s": 1e3, "ms": 1.0, "µs": 1e-3}  # run.py's _fmt_s writes each unit by the size
-
-
 _R33 = "benchmarks/results/h100_round33/"  # the suite run by run, after round 32's pause
 
 
@@ -290,6 +286,10 @@ def round33_rows() -> list[tuple[str, str, str]]:
             zoo_warm_row("33", _R33 + "zoo/results.json", "round 32's six nearest 1.1x, "
                          "the collector paused", "inference cases"),
             cache_read_row("33", _R33 + "cache_read/results.json", card)]
+
+
+_LOGGED = re.compile(r"\] (\w+): (eager first_call_s|nb_load_cache .*total_s)=([\d.]+) (s|ms|µs)")
+_MS = {"s": 1e3, "ms": 1.0, "µs": 1e-3}  # run.py's _fmt_s writes each unit by the size
 
 
 def suite_warm_logged_row(round_: str, folder: str) -> tuple[str, str, str]:
@@ -557,9 +557,7 @@ def cpu_warm_vs_eager_row(src: str, label: str) -> tuple[str, str, str]:
                       for k in w), src)
 
 
-def load_paired_row(src: str = "benchmarks/results/cpu_round31_load/", base: str = "03fcb67",
-                    what: str = "round 30's tree → round 31's (literals from the cache, lighter "
-                    "imports)") -> tuple[str, str, str]:
+def load_paired_row(src: str, base: str, what: str) -> tuple[str, str, str]:
     """Import precompile_nb + load with the cache, the tree against `base`, fresh processes
     alternating (load_imports.py --baseline-rev BASE)."""
     cells = []
@@ -632,7 +630,9 @@ def render() -> str:
     cpu.append(cpu_warm_vs_eager_row("benchmarks/results/cpu_round31_load/suite/results.json",
                                      "round 31 (eager's first call moves 2-3x between sessions"
                                      ": compare the paired row below across rounds)"))
-    cpu.append(load_paired_row())
+    cpu.append(load_paired_row("benchmarks/results/cpu_round31_load/", "03fcb67",
+                               "round 30's tree → round 31's (literals from the cache, lighter "
+                               "imports)"))
     cpu.append(load_paired_row("benchmarks/results/cpu_round33_load/", "93c4346",
                                "round 33, before → after a load stopped importing the package's "
                                "driver"))

@@ -486,6 +486,9 @@ def main(argv: list[str] | None = None) -> int:
         return _report(args.out)
     if args.device is None:
         ap.error("--device is required")
+    if args.first_calls < 1:
+        ap.error(f"--first-calls takes a count of 1 or more (got {args.first_calls}): 1 measures "
+                 "each first call once, 5 takes the medians of five")
 
     names = ["tiny_mlp"] if args.quick else (args.workloads.split(",") if args.workloads
                                              else list(NAMES))

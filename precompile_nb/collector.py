@@ -19,6 +19,7 @@ def switched_off(name: str) -> bool:
     core/_compat/scoped_patch.py, which re-exports it: the core's import reads it paused.)"""
     return os.environ.get(name, "1").strip().lower() in OFF_WORDS
 
+
 # Note [the collector pauses for a build]
 #   Python's cyclic garbage collector runs every few hundred allocations, and the full
 #   collections among those runs walk every live object of the process: torch, transformers,
