@@ -4,8 +4,7 @@ usage: python benchmarks/headline.py [--check]
 
 Reads the latest CPU table, benchmarks/results/cpu_round32/results.json (run.py),
 benchmarks/results/cuda_warm_load_gpt/results.json (warm_load.py --device cuda) and
-benchmarks/results/cpu_call_overhead.txt
-(driver_overhead.py), and writes docs/numbers.md. With --check it writes nothing and fails when
+benchmarks/results/cpu_call_overhead.txt (driver_overhead.py), and writes docs/numbers.md. With --check it writes nothing and fails when
 docs/numbers.md differs from what it would write (run it after a new benchmark run).
 """
 from __future__ import annotations
@@ -18,7 +17,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # headline_suite, run as a script or not
-from headline_suite import cache_read_row, suite_every_mode_rows, suite_runs_row  # noqa: E402
+from headline_suite import (cache_read_row, round34_rows, suite_every_mode_rows,  # noqa: E402
+                            suite_runs_row)
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
@@ -169,7 +169,7 @@ def gpu_rows() -> list[tuple[str, str, str]]:
                                                        "round 31's 26 steps over round 29's"),
                                           suite_warm_logged_row(
                                               "31", "benchmarks/results/h100_round31/suite"),
-                                          *round32_rows(), *round33_rows()]
+                                          *round32_rows(), *round33_rows(), *round34_rows()]
 
 
 _R15 = "benchmarks/results/h200_round15/cold_call1.json"

@@ -13,10 +13,12 @@ def _workloads(src: str) -> dict:
     return json.loads((ROOT / src).read_text())["workloads"]
 
 
-def suite_runs_row(round_: str, srcs: tuple[str, ...], card: str) -> tuple[str, str, str]:
+def suite_runs_row(round_: str, srcs: tuple[str, ...], card: str,
+                   samples: str = "") -> tuple[str, str, str]:
     """Load with the cache + first call over eager's own first call, every run on its own:
     how many runs had all workloads within 1.1x, and each workload's smallest and largest
-    ratio (ms of load + first call and of eager's first call in brackets)."""
+    ratio (ms of load + first call and of eager's first call in brackets); `samples` says
+    what a run's figure is where it is more than one sample of each."""
     runs = [_workloads(s) for s in srcs]
     names = list(runs[0])
     ratio = {w: [r[w]["ratios"]["load_cache_vs_eager_first"] for r in runs] for w in names}
@@ -30,7 +32,8 @@ def suite_runs_row(round_: str, srcs: tuple[str, ...], card: str) -> tuple[str, 
                 f"{min(eager):.0f}-{max(eager):.0f})")
 
     return (f"benchmark workloads, round {round_}: load with the cache + first call / eager's "
-            f"own first call, fresh processes, each run on its own ({card}; cnn_dynamic_infer: "
+            f"own first call, fresh processes, each run on its own{samples} ({card}; "
+            "cnn_dynamic_infer: "
             "batch marked dynamic; smallest-largest over the runs, ms in brackets)",
             f"all within 1.1x in {whole} of {len(runs)} runs; " + ", ".join(map(span, names)),
             "`, `".join(srcs))
@@ -57,3 +60,13 @@ def cache_read_row(round_: str, src: str, card: str) -> tuple[str, str, str]:
     return (f"cache read, round {round_} ({card}): a {row['mb']:.0f} MB cache in a fresh "
             "process, load's MB/s (medians; marginal ms per MB)",
             f"{row['load_mb_per_s']:.0f} MB/s ({row['marginal_ms_per_mb']:.2f} ms/MB)", src)
+
+
+_R34 = "benchmarks/results/h100_round34/"  # the suite with its first calls as medians
+
+
+def round34_rows() -> list[tuple[str, str, str]]:
+    """Round 34 (an H100): two runs of gpu_round34.sh suite, eager's first call and the warm
+    start five times each in turn (run.py --first-calls 5), the ratio of their medians."""
+    return [suite_runs_row("34", (_R34 + "s1/results.json", _R34 + "s2/results.json"), "H100",
+                           ", the medians of five first calls of each")]
