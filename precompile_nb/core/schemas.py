@@ -138,6 +138,9 @@ class Split:
     # in one piece: why AOTAutograd traced the graph before Inductor, "" where the graph went
     # to Inductor directly (Note [one trace between capture and Inductor]); None: in pieces
     aot_autograd: str | None = None
+    # in one piece: how many of the graph's views were lowered as reshapes after a view
+    # failed (Note [a view the decompositions made impossible]); 0: none failed
+    views_as_reshapes: int = 0
 
 
 @dataclass(frozen=True)

@@ -184,6 +184,11 @@ def _compiled_in(c: dict[str, Any] | None) -> str:
     route = ("" if aot is None else
              "<br>handed to Inductor directly: AOTAutograd's two traces skipped" if aot == ""
              else f"<br>through AOTAutograd first: {esc(aot)}")
+    views = c.get("views_as_reshapes") or 0
+    if views:
+        route += (f"<br>lowered again with the graph's {esc(views)} views as reshapes: "
+                  "Inductor's decompositions gave a view's input strides it cannot view, "
+                  "so that one is a copy, as eager's reshape makes it")
     return (f'<p class="pcnb-pieces">{what} <span class="pcnb-muted">({why})'
             f"{workers}{route}</span></p>")
 

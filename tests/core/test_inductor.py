@@ -408,3 +408,27 @@ def test_two_loads_of_one_artifact_share_its_lines_while_either_lives(mlp_pair):
     del g, ei  # the traceback's frames hold the artifact's namespace, and so its forward
     gc.collect()
     assert name not in linecache.cache
+
+
+def _cat_then_reshape(k):
+    # an empty cache concatenated with a transposed key, then reshaped (Hugging Face's BLOOM):
+    # ATen's cat returns it contiguous, Inductor's decomposition a clone with k's strides
+    past = torch.zeros(2, 4, 0, 8)
+    return torch.cat([past, k.transpose(1, 2)], dim=2).reshape(8, -1, 8) * 2
+
+
+@pytest.mark.parametrize("straight", ["1", "0"])
+def test_a_view_the_decompositions_made_impossible_is_lowered_as_eagers_reshape(
+        straight, monkeypatch):
+    # Note [a view the decompositions made impossible]: precompiling it raised
+    # "Cannot view a tensor with shape ..." at the lowering, on both routes to Inductor
+    from precompile_nb.core import build
+
+    monkeypatch.setenv("PRECOMPILE_NB_STRAIGHT_TO_INDUCTOR", straight)
+    k = torch.randn(2, 16, 4, 8)
+    art = build(_cat_then_reshape, k)
+    assert art.lowered.split.views_as_reshapes == 1
+    f = precompile.load(art.python_code, art.cache)
+    torch.testing.assert_close(f(k), _cat_then_reshape(k), rtol=0, atol=0)
+    assert "view" in [n.target.__name__.split(".")[0] for n in art.captured.graph.graph.nodes
+                      if n.op == "call_function"]  # the captured graph keeps its view

@@ -378,6 +378,18 @@ def test_summary_says_whether_aot_autograd_traced_the_graph_first_and_why(report
     assert "AOTAutograd" not in summary(None)  # in pieces: each piece decided apart
 
 
+def test_summary_says_when_views_were_lowered_as_reshapes(report_inductor):
+    # Note [a view the decompositions made impossible]
+    def summary(views):
+        data = with_changes(report_inductor, compiled_in={
+            "pieces": 1, "why": "one piece", "seconds": 0.0, "workers": [],
+            "aot_autograd": "", "views_as_reshapes": views})
+        return re.sub(r"<[^>]+>", "", html.unescape(panel(render_report_html(data), "summary")))
+
+    assert "lowered again with the graph's 3 views as reshapes" in summary(3)
+    assert "as reshapes" not in summary(0)
+
+
 def test_summary_says_how_many_cpp_kernels_came_from_earlier_precompiles(report_inductor):
     # Note [C++ kernels built once]
     data = with_changes(report_inductor, kernel_builds={"reused": 3, "built": 1})

@@ -39,8 +39,30 @@ def inductor_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
                      dynamic: bool = False, record: dict[str, Any] | None = None,
                      eager_layout: bool = False,
                      ) -> tuple[str, torch.fx.GraphModule, Callable]:
+    """_inductor_compile, and once more with the graph's views as reshapes where a view failed
+    (Note [a view the decompositions made impossible]); `record` gets how many were
+    ("views_as_reshapes", 0 where none failed)."""
+    from .view_or_copy import failed_on_a_view, views_as_reshapes
+
+    record = {} if record is None else record
+    record["views_as_reshapes"] = 0
+    try:
+        return _inductor_compile(gm, example_inputs, dynamic, record, eager_layout)
+    except Exception as e:  # noqa: BLE001 - re-raised unless a view failed
+        if not failed_on_a_view(e):
+            raise
+        with views_as_reshapes(gm) as count:
+            if not count:
+                raise
+            record["views_as_reshapes"] = count
+            return _inductor_compile(gm, example_inputs, dynamic, record, eager_layout)
+
+
+def _inductor_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], dynamic: bool,
+                      record: dict[str, Any], eager_layout: bool,
+                      ) -> tuple[str, torch.fx.GraphModule, Callable]:
     """AOTAutograd + Inductor on a functional graph. Returns (the generated module's source,
-    the post-AOTAutograd graph Inductor lowered, the compiled callable); `record`, when given,
+    the post-AOTAutograd graph Inductor lowered, the compiled callable); `record`
     gets the strides of each result Inductor's code returns ("output_strides") and why the
     graph went through AOTAutograd ("aot_autograd", "" where it went straight to Inductor).
     With dynamic sizes, Inductor's layout optimization is off (config.layout_optimization,
@@ -68,8 +90,7 @@ def inductor_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
                 layout_opt=kwargs.get("layout_opt")):
             compiled = compile_fx_inner(inner_gm, inner_inputs, **kwargs)
         seen["source"] = compiled.source_code  # 2.11-2.14: CompiledFxGraph.source_code
-        if record is not None:
-            record["output_strides"] = output_strides(compiled)
+        record["output_strides"] = output_strides(compiled)
         return compiled
 
     layout = {"layout_optimization": False} if dynamic or eager_layout or keeps_eager_layout(
@@ -78,8 +99,7 @@ def inductor_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
     cpu = not any(isinstance(t, torch.Tensor) and t.device.type != "cpu" for t in example_inputs)
     why_aot = why_aot_autograd(gm)  # Note [one trace between capture and Inductor]
     straight = not why_aot
-    if record is not None:
-        record["aot_autograd"] = why_aot
+    record["aot_autograd"] = why_aot
     if straight:
         gm = decomposed(gm, example_inputs)
     with same_kernel_keys(), inductor_config.patch(layout), data_bound_scatters_kept(), \
