@@ -1,0 +1,253 @@
+"""Reach past the zoo: architectures that are not among benchmarks/zoo's 39 models, tiny
+configs built from config with random init (nothing is downloaded), each inference and
+training step precompiled, loaded and called in this one process and compared with eager by
+the zoo's own measure (run.py's rel_err and bounds). A check of what users may bring next;
+no timings but each case's seconds.
+
+usage: python benchmarks/zoo/beyond.py [--backend inductor|eager] [--device cpu|cuda]
+                                        [--models a,b] [--out DIR]
+
+Writes DIR/results.json and DIR/results.md (default benchmarks/zoo/results/<device>_beyond_
+<backend>) and prints a line a case as it goes.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+import torch  # noqa: E402
+from torch.utils import _pytree as pytree  # noqa: E402
+
+from benchmarks.zoo import models as Z  # noqa: E402
+from benchmarks.zoo.run import TOL, rel_err  # noqa: E402
+
+_REPLACED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+             "intermediate_size", "max_position_embeddings")
+
+
+def _causal(cfg: str, extra: dict | None = None, drop: tuple[str, ...] = ()) -> Callable:
+    def build() -> tuple[torch.nn.Module, str]:
+        T = Z._hf()
+        kw = {k: v for k, v in {**Z._DEC_TINY, **(extra or {})}.items() if k not in drop}
+        return T.AutoModelForCausalLM.from_config(Z.no_dropout(getattr(T, cfg)(**kw))), "text"
+    return build
+
+
+def _gpt_style(cfg: str, **extra: Any) -> Callable:  # n_embd / n_layer / n_head configs
+    return _causal(cfg, {"n_embd": 32, "n_layer": 2, "n_head": 4, **extra}, drop=_REPLACED)
+
+
+def _hf(model_cls: str, cfg: str, kind: str = "image", **kw: Any) -> Callable:
+    def build() -> tuple[torch.nn.Module, str]:
+        T = Z._hf()
+        return getattr(T, model_cls)(Z.no_dropout(getattr(T, cfg)(**kw))), kind
+    return build
+
+
+def _timm(name: str) -> Callable:
+    def build() -> tuple[torch.nn.Module, str]:
+        Z._tv_shim.install()
+        import timm
+        return timm.create_model(name, pretrained=False, num_classes=10, drop_rate=0.0,
+                                 drop_path_rate=0.0), "timm"
+    return build
+
+
+_VIT = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+            image_size=32, patch_size=8)
+CASES: dict[str, Callable[[], tuple[torch.nn.Module, str]]] = {
+    "qwen3": _causal("Qwen3Config", {"head_dim": 8}),
+    "qwen3_moe": _causal("Qwen3MoeConfig", {"head_dim": 8, "num_experts": 4,
+                                            "num_experts_per_tok": 2,
+                                            "moe_intermediate_size": 16}),
+    "gemma2": _causal("Gemma2Config", {"head_dim": 8, "sliding_window": 8}),
+    "gemma3": _causal("Gemma3TextConfig", {"head_dim": 8, "sliding_window": 8}),
+    "phi3": _causal("Phi3Config", {"pad_token_id": 0}),
+    "stablelm": _causal("StableLmConfig"),
+    "starcoder2": _causal("Starcoder2Config"),
+    "olmo2": _causal("Olmo2Config"),
+    "granite": _causal("GraniteConfig"),
+    "cohere": _causal("CohereConfig"),
+    "smollm3": _causal("SmolLM3Config", {"pad_token_id": 0}),
+    "gpt_oss": _causal("GptOssConfig", {"head_dim": 8, "num_local_experts": 4,
+                                        "num_experts_per_tok": 2, "sliding_window": 8}),
+    # as many key/value heads as query heads: with fewer, Hugging Face's DeepseekV3 attention
+    # repeats its already expanded keys when a mask is passed and fails in eager too
+    "deepseek_v3": _causal("DeepseekV3Config", {
+        "num_key_value_heads": 4, "n_routed_experts": 4, "num_experts_per_tok": 2,
+        "moe_intermediate_size": 16, "q_lora_rank": 16, "kv_lora_rank": 8,
+        "qk_rope_head_dim": 4, "qk_nope_head_dim": 4, "v_head_dim": 8, "n_group": 1,
+        "topk_group": 1, "first_k_dense_replace": 1}),
+    "falcon": _causal("FalconConfig", {"num_kv_heads": 2}, drop=(
+        "num_key_value_heads", "intermediate_size", "max_position_embeddings")),
+    "bloom": _causal("BloomConfig", {"n_layer": 2, "n_head": 4}, drop=_REPLACED[1:]),
+    "gptj": _gpt_style("GPTJConfig", rotary_dim=4, n_positions=64),
+    "gpt_bigcode": _gpt_style("GPTBigCodeConfig", n_positions=64),
+    "mamba": _causal("MambaConfig", {"state_size": 4}, drop=(
+        "intermediate_size", "num_attention_heads", "num_key_value_heads",
+        "max_position_embeddings")),
+    "modernbert": _hf("AutoModelForMaskedLM", "ModernBertConfig", "text", vocab_size=256,
+                      hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, max_position_embeddings=64, local_attention=8,
+                      pad_token_id=0),
+    "dinov2": _hf("Dinov2ForImageClassification", "Dinov2Config", num_labels=10, **_VIT),
+    "beit": _hf("BeitForImageClassification", "BeitConfig", num_labels=10,
+                use_relative_position_bias=True, **_VIT),
+    "clip_vision": _hf("CLIPVisionModelWithProjection", "CLIPVisionConfig", "embeds",
+                       projection_dim=16, **_VIT),
+    "hf_convnext": _hf("ConvNextForImageClassification", "ConvNextConfig", num_labels=10,
+                       hidden_sizes=[8, 16, 32, 64], depths=[1, 1, 1, 1]),
+    "hf_resnet": _hf("ResNetForImageClassification", "ResNetConfig", num_labels=10,
+                     hidden_sizes=[8, 16, 32, 64], depths=[1, 1, 1, 1], embedding_size=8),
+    "mobilevit": _hf("MobileViTForImageClassification", "MobileViTConfig", num_labels=10,
+                     image_size=32, hidden_sizes=[16, 24, 32],
+                     neck_hidden_sizes=[8, 8, 16, 16, 24, 24, 32]),
+    "swinv2": _hf("Swinv2ForImageClassification", "Swinv2Config", num_labels=10, image_size=32,
+                  patch_size=2, embed_dim=8, depths=[1, 1], num_heads=[2, 2], window_size=4),
+    **{f"timm_{t}": _timm(f"test_{t}") for t in (
+        "byobnet", "coatnet", "maxvit", "nfnet", "mambaout", "vit_relpos", "efficientnet_gn",
+        "convnext3")},
+}
+
+
+def _example(m: torch.nn.Module, kind: str) -> dict[str, tuple[Callable, tuple]]:
+    """{workload: (fn, its inputs after the model)} of a built model."""
+    g = torch.Generator().manual_seed(1)
+    if kind == "text":
+        vocab = m.config.vocab_size
+        ids = torch.randint(3, vocab, (2, 16), generator=g)
+        mask = torch.ones(2, 16, dtype=torch.long)
+
+        def infer(m, ids, mask):
+            return m(input_ids=ids, attention_mask=mask).logits
+
+        def train(m, ids, mask):
+            logits = infer(m, ids, mask)
+            loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), ids.flatten())
+            loss.backward()
+            return loss
+        return {"infer": (infer, (ids, mask)), "train": (train, (ids, mask))}
+    hw = m.pretrained_cfg["input_size"][-1] if kind == "timm" else 32
+    x = torch.randn(2, 3, hw, hw, generator=g)
+    y = torch.randint(0, 10, (2,), generator=g)
+    if kind == "embeds":
+        def infer(m, x):
+            return m(pixel_values=x).image_embeds
+
+        def train(m, x):
+            loss = infer(m, x).square().mean()
+            loss.backward()
+            return loss
+        return {"infer": (infer, (x,)), "train": (train, (x,))}
+
+    def infer(m, x):
+        return m(pixel_values=x).logits if kind == "image" else m(x)
+
+    def train(m, x, y):
+        loss = torch.nn.functional.cross_entropy(infer(m, x), y)
+        loss.backward()
+        return loss
+    return {"infer": (infer, (x,)), "train": (train, (x, y))}
+
+
+def _leaves(out: Any, m: torch.nn.Module) -> dict[str, torch.Tensor]:
+    got = {f"out:{i}": t.detach().clone() for i, t in enumerate(pytree.tree_leaves(out))
+           if isinstance(t, torch.Tensor) and t.is_floating_point()}
+    got.update({f"grad:{n}": p.grad.clone() for n, p in m.named_parameters()
+                if p.grad is not None})
+    return got
+
+
+def run_case(name: str, workload: str, backend: str, device: str = "cpu") -> dict:
+    from precompile_nb import precompile
+
+    row: dict = {"model": name, "workload": workload, "backend": backend, "device": device}
+    stage, t0 = "build", time.perf_counter()
+    try:
+        torch.manual_seed(0)
+        m, kind = CASES[name]()
+        fn, args = _example(m, kind)[workload]
+        m, args = m.to(device), tuple(t.to(device) for t in args)
+        m.train(workload == "train")
+        state = {k: v.clone() for k, v in m.state_dict().items()}
+        ctx = torch.no_grad if workload == "infer" else torch.enable_grad
+        stage = "eager"
+        with ctx():
+            ref = _leaves(fn(m, *args), m)
+        stage = "precompile"
+        m.zero_grad(set_to_none=True)
+        m.load_state_dict(state)
+        with ctx():
+            code, cache = precompile(fn, m, *args, backend=backend)
+        stage = "load"
+        m.zero_grad(set_to_none=True)
+        m.load_state_dict(state)
+        f = precompile.load(code, cache)
+        stage = "call"
+        with ctx():
+            got = _leaves(f(m, *args), m)
+        row["rel_err"], row["where"] = rel_err(got, ref)
+        row["status"] = "ok" if row["rel_err"] <= TOL[workload] else "MISMATCH"
+    except Exception as e:  # noqa: BLE001 - a case reports every failure
+        row.update(status="ERROR", stage=stage, error=f"{type(e).__name__}: "
+                   + " | ".join(str(e).splitlines()[:6])[:600])
+    row["seconds"] = round(time.perf_counter() - t0, 1)
+    return row
+
+
+def render(rows: list[dict], backend: str) -> str:
+    ok = sum(r["status"] == "ok" for r in rows)
+    lines = [f"# Beyond the zoo: {len(rows)} cases, backend={backend}, torch {torch.__version__}",
+             "", f"{ok} of {len(rows)} ok (rel err within the zoo's bound: infer "
+             f"{TOL['infer']:g}, train {TOL['train']:g}).", "",
+             "| model | workload | status | rel err | worst at / error | s |",
+             "| --- | --- | --- | ---: | --- | ---: |"]
+    for r in rows:
+        what = r.get("where", "") if r["status"] != "ERROR" else f"{r['stage']}: {r['error']}"
+        err = f"{r['rel_err']:.1e}" if "rel_err" in r else "–"
+        lines.append(f"| {r['model']} | {r['workload']} | {r['status']} | {err} | "
+                     f"{what.replace('|', '/')[:200]} | {r['seconds']} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--backend", default="inductor", choices=("inductor", "eager"))
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    ap.add_argument("--models", default="", help="comma-separated names (default: all)")
+    ap.add_argument("--out", default="")
+    a = ap.parse_args(argv)
+    warnings.filterwarnings("ignore", message="precompile.load executes")  # invariant 7's
+    names = [n for n in a.models.split(",") if n] or list(CASES)
+    unknown = sorted(set(names) - set(CASES))
+    if unknown:
+        ap.error(f"unknown model(s) {unknown}; known: {', '.join(CASES)}")
+    out = Path(a.out or REPO / f"benchmarks/zoo/results/{a.device}_beyond_{a.backend}")
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for k, name in enumerate(names):
+        for workload in ("infer", "train"):
+            rows.append(run_case(name, workload, a.backend, a.device))
+            r = rows[-1]
+            print(f"[beyond {k + 1}/{len(names)}] {name} {workload}: {r['status']} "
+                  f"{r.get('rel_err', r.get('error', ''))} ({r['seconds']} s)", flush=True)
+    (out / "results.json").write_text(json.dumps(
+        {"torch": torch.__version__, "backend": a.backend, "device": a.device, "rows": rows},
+        indent=1))
+    (out / "results.md").write_text(render(rows, f"{a.backend}, device={a.device}"))
+    print(f"wrote {out}/results.json, results.md")
+    return 0 if all(r["status"] == "ok" for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
