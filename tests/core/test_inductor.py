@@ -432,3 +432,24 @@ def test_a_view_the_decompositions_made_impossible_is_lowered_as_eagers_reshape(
     torch.testing.assert_close(f(k), _cat_then_reshape(k), rtol=0, atol=0)
     assert "view" in [n.target.__name__.split(".")[0] for n in art.captured.graph.graph.nodes
                       if n.op == "call_function"]  # the captured graph keeps its view
+
+
+def test_a_view_something_writes_into_stays_a_view_when_the_others_become_reshapes():
+    # Note [a view the decompositions made impossible]: a write through a reshape's copy would
+    # not reach its base, so views that are written (or a view of them is) are left alone
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from precompile_nb.core._compat.view_or_copy import views_as_reshapes
+
+    def f(x, y):
+        x.view(16).add_(1)
+        y.view(2, 8).view(16).mul_(2)
+        return (x * 2).view(4, 4)
+
+    gm = make_fx(f)(torch.randn(4, 4), torch.randn(16))
+    targets = [str(n.target) for n in gm.graph.nodes if n.op == "call_function"]
+    with views_as_reshapes(gm) as count:
+        during = [str(n.target) for n in gm.graph.nodes if n.op == "call_function"]
+    assert count == 1 and during.count("aten.reshape.default") == 1
+    assert during[-1] == "aten.reshape.default"  # the one nothing writes
+    assert [str(n.target) for n in gm.graph.nodes if n.op == "call_function"] == targets

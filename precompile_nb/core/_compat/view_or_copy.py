@@ -22,8 +22,10 @@ import torch
 #   into the same view wherever the strides allow one and into reshape's copy (clone +
 #   _unsafe_view) where they do not: the value the view has in eager. The graph lowering gets
 #   is functional (Note [a functional graph is not traced again]), so no write reaches a
-#   tensor through such a view, and a graph whose views all hold lowers as it did. The
-#   captured graph keeps its views (the report shows it as captured).
+#   tensor through such a view; a view that an op writes into all the same (its first
+#   argument, of a schema that says it writes) stays a view, as do the views it was taken
+#   from. A graph whose views all hold lowers as it did. The captured graph keeps its views
+#   (the report shows it as captured).
 _MESSAGE = "Cannot view a tensor with shape"  # torch._refs._reshape_view_helper, 2.11-2.15
 
 
@@ -39,12 +41,26 @@ def failed_on_a_view(e: BaseException | None) -> bool:
     return False
 
 
+def _written_through(n: torch.fx.Node, view: object) -> bool:
+    """Whether an op writes into `n` or into a view of it taken by `view` (its first argument,
+    of a schema that says it writes: 2.11-2.15 OpOverload._schema.is_mutable)."""
+    for u in n.users:
+        if u.op != "call_function" or not u.args or u.args[0] is not n:
+            continue
+        schema = getattr(u.target, "_schema", None)
+        if getattr(schema, "is_mutable", False) or (u.target is view and
+                                                     _written_through(u, view)):
+            return True
+    return False
+
+
 @contextlib.contextmanager
 def views_as_reshapes(gm: torch.fx.GraphModule) -> Iterator[int]:
     """`gm` with each aten.view.default node an aten.reshape.default while the block runs;
     yields how many there are (Note [a view the decompositions made impossible])."""
     view, reshape = torch.ops.aten.view.default, torch.ops.aten.reshape.default
-    nodes = [n for n in gm.graph.nodes if n.op == "call_function" and n.target is view]
+    nodes = [n for n in gm.graph.nodes if n.op == "call_function" and n.target is view
+             and not _written_through(n, view)]
     for n in nodes:
         n.target = reshape
     if nodes:
