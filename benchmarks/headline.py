@@ -2,10 +2,10 @@
 
 usage: python benchmarks/headline.py [--check]
 
-Reads the latest CPU table, benchmarks/results/cpu_round32/results.json (run.py),
-benchmarks/results/cuda_warm_load_gpt/results.json (warm_load.py --device cuda) and
-benchmarks/results/cpu_call_overhead.txt (driver_overhead.py), and writes docs/numbers.md. With --check it writes nothing and fails when
-docs/numbers.md differs from what it would write (run it after a new benchmark run).
+Reads the latest CPU table, benchmarks/results/cpu_round32/results.json (run.py), benchmarks/
+results/cuda_warm_load_gpt/results.json (warm_load.py --device cuda) and benchmarks/results/
+cpu_call_overhead.txt (driver_overhead.py), and writes docs/numbers.md. With --check it writes
+nothing and fails when docs/numbers.md differs from what it would write (after a new run).
 """
 from __future__ import annotations
 

@@ -33,8 +33,8 @@ def suite_runs_row(round_: str, srcs: tuple[str, ...], card: str,
 
     return (f"benchmark workloads, round {round_}: load with the cache + first call / eager's "
             f"own first call, fresh processes, each run on its own{samples} ({card}; "
-            "cnn_dynamic_infer: "
-            "batch marked dynamic; smallest-largest over the runs, ms in brackets)",
+            "cnn_dynamic_infer: batch marked dynamic; smallest-largest over the runs, ms in "
+            "brackets)",
             f"all within 1.1x in {whole} of {len(runs)} runs; " + ", ".join(map(span, names)),
             "`, `".join(srcs))
 
