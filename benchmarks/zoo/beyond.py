@@ -15,12 +15,11 @@ Writes DIR/results.json and DIR/results.md (default benchmarks/zoo/results/<devi
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import sys
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +28,10 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402
-from torch.utils import _pytree as pytree  # noqa: E402
 
 from benchmarks.zoo import models as Z  # noqa: E402
-from benchmarks.zoo.run import TC_FACTOR, TOL, error_limit, rel_err  # noqa: E402
+from benchmarks.zoo.run import (TC_FACTOR, TOL, _grad_ctx, _Runner, error_limit,  # noqa: E402
+                                rel_err)
 
 _REPLACED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
              "intermediate_size", "max_position_embeddings")
@@ -164,27 +163,10 @@ def _example(m: torch.nn.Module, kind: str) -> dict[str, tuple[Callable, tuple]]
     return {"infer": (infer, (x,)), "train": (train, (x, y))}
 
 
-def _leaves(out: Any, m: torch.nn.Module) -> dict[str, torch.Tensor]:
-    got = {f"out:{i}": t.detach().clone() for i, t in enumerate(pytree.tree_leaves(out))
-           if isinstance(t, torch.Tensor) and t.is_floating_point()}
-    got.update({f"grad:{n}": p.grad.clone() for n, p in m.named_parameters()
-                if p.grad is not None})
-    return got
-
-
-@contextlib.contextmanager
-def _fresh(m: torch.nn.Module, state: dict) -> Iterator[None]:
-    """The model as it was built: its state restored, no .grad."""
-    m.zero_grad(set_to_none=True)
-    m.load_state_dict(state)
-    yield
-
-
-def _tc_err(fn: Callable, m: torch.nn.Module, args: tuple, ref: dict) -> dict:
+def _tc_err(r: _Runner, fn: Callable, ref: dict) -> dict:
     """torch.compile's own error against eager, where precompile_nb's is over the bound."""
     try:
-        return {"tc_rel_err": rel_err(_leaves(torch.compile(fn)(m, *args), m), ref)[0],
-                "tc_status": "ok"}
+        return {"tc_rel_err": rel_err(r.call(torch.compile(fn))[1], ref)[0], "tc_status": "ok"}
     except Exception as e:  # noqa: BLE001 - no baseline then: the bound alone decides
         return {"tc_status": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
 
@@ -201,23 +183,19 @@ def run_case(name: str, workload: str, backend: str, device: str = "cpu") -> dic
         fn, args = _example(m, kind)[workload]
         m, args = m.to(device), tuple(t.to(device) for t in args)
         m.train(workload == "train")
-        state = {k: v.clone() for k, v in m.state_dict().items()}
-        ctx = torch.no_grad if workload == "infer" else torch.enable_grad
+        r = _Runner(m, args, workload, device)  # the zoo's: same weights, leaves to compare
         stage = "eager"
-        with ctx():
-            ref = _leaves(fn(m, *args), m)
+        ref = r.call(fn)[1]
         stage = "precompile"
-        with _fresh(m, state), ctx():
+        r.reset()
+        with _grad_ctx(workload):
             code, cache = precompile(fn, m, *args, backend=backend)
         stage = "load"
         f = precompile.load(code, cache)
         stage = "call"
-        with _fresh(m, state), ctx():
-            got = _leaves(f(m, *args), m)
-        row["rel_err"], row["where"] = rel_err(got, ref)
+        row["rel_err"], row["where"] = rel_err(r.call(f)[1], ref)
         if row["rel_err"] > TOL[workload]:  # as close as torch.compile is? (run.py's verdict)
-            with _fresh(m, state), ctx():
-                row.update(_tc_err(fn, m, args, ref))
+            row.update(_tc_err(r, fn, ref))
         row["status"] = "ok" if row["rel_err"] <= error_limit(row) else "MISMATCH"
     except Exception as e:  # noqa: BLE001 - a case reports every failure
         row.update(status="ERROR", stage=stage, error=f"{type(e).__name__}: "

@@ -24,8 +24,9 @@ import torch
 #   is functional (Note [a functional graph is not traced again]), so no write reaches a
 #   tensor through such a view; a view that an op writes into all the same (its first
 #   argument, of a schema that says it writes) stays a view, as do the views it was taken
-#   from. A graph whose views all hold lowers as it did. The captured graph keeps its views
-#   (the report shows it as captured).
+#   from. A graph whose views all hold lowers as it did, with no extra work: the graph is
+#   rewritten (and its code generated again) only after such a failure, not before every
+#   lowering. The captured graph keeps its views (the report shows it as captured).
 _MESSAGE = "Cannot view a tensor with shape"  # torch._refs._reshape_view_helper, 2.11-2.15
 
 
