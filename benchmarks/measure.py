@@ -25,6 +25,9 @@ Modes (the system measured, and what):
   ref_steady       steady state of the reference's loaded callable, its inlined forward,
                    its graph's `call(args)` and eager, interleaved
 
+With BENCH_STACKS=FILE set, tc_cold and nb_cold run their timed region under a wall-clock
+stack sampler (stack_sampler.py) and write its samples to FILE (cold_timeline.py's children).
+
 This file imports only torch (and precompile_nb for the nb modes), so the reference modes run
 under another python (torch 2.14.1's venv) unchanged. Every timed region is between
 time.perf_counter() calls, with torch.cuda.synchronize() before the clock stops on CUDA.
@@ -118,6 +121,21 @@ def _steady(fns: dict, w, device: str, rounds: int, round_s: float) -> dict:
                 "rounds": rounds} for k, v in per_call.items()}
 
 
+def _sampler():
+    """cold_timeline.py's stack sampler over a cold mode's timed region, where BENCH_STACKS
+    names the file for its samples (None otherwise)."""
+    if not os.environ.get("BENCH_STACKS"):
+        return None
+    from stack_sampler import StackSampler
+
+    return StackSampler().start()
+
+
+def _sampled(sampler) -> None:
+    if sampler is not None:
+        sampler.stop().dump(os.environ["BENCH_STACKS"])
+
+
 def _no_grad_loop(call, flat):
     """The graph alone: its `call` empties the list it gets, so pass a copy each time."""
     return lambda: call(flat[:])
@@ -140,12 +158,14 @@ def main(argv: list[str]) -> dict:
         res["gc_s"] = clock.s
 
     elif mode == "tc_cold":
+        sampler = _sampler()
         t = time.perf_counter()
         compiled = torch.compile(w.fn)
         with _grad_ctx(w.inference):
             compiled(*w.args)
         _sync(device)
         res["first_call_s"] = time.perf_counter() - t
+        _sampled(sampler)
         saved = torch.compiler.save_cache_artifacts()
         if saved is not None:
             _write(path("tc_cache.bin"), saved[0])
@@ -163,12 +183,14 @@ def main(argv: list[str]) -> dict:
         res["total_s"] = time.perf_counter() - t
 
     elif mode == "nb_cold":
+        sampler = _sampler()
         t = time.perf_counter()
         from precompile_nb import precompile
 
         with _grad_ctx(w.inference):  # trace in the grad mode it will be called in
             code, cache = precompile(w.fn, *w.args)
         res["precompile_s"] = time.perf_counter() - t
+        _sampled(sampler)
         _write(path("nb.py"), code)
         _write(path("nb.cache"), cache)
         res["code_bytes"], res["cache_bytes"] = len(code), len(cache)

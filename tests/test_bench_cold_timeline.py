@@ -1,0 +1,56 @@
+"""benchmarks/cold_timeline.py: a cold start's wall time split into phases from stack samples
+(stack_sampler.py), imports named by the package whose body runs, waits by what they wait in."""
+from __future__ import annotations
+
+import sys
+import threading
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+if str(BENCH) not in sys.path:
+    sys.path.insert(0, str(BENCH))
+
+import cold_timeline  # noqa: E402
+from stack_sampler import StackSampler, _short  # noqa: E402
+
+
+def test_frames_are_named_by_package_path():
+    assert _short("/x/lib/python3.12/site-packages/torch/_inductor/graph.py") \
+        == "torch/_inductor/graph.py"
+    assert _short("/usr/lib/python3.11/threading.py") == "threading.py"
+    assert _short("/work/main/precompile_nb/core/lower.py") == "precompile_nb/core/lower.py"
+
+
+def test_an_import_is_named_by_the_outermost_library_module_being_imported():
+    stack = ["sympy/core/basic.py:<module>", "<frozen importlib._bootstrap>:_find_and_load",
+             "torch/_inductor/graph.py:<module>",
+             "<frozen importlib._bootstrap>:_find_and_load",
+             "precompile_nb/core/lower.py:<module>",
+             "<frozen importlib._bootstrap>:_find_and_load", "measure.py:main"]
+    assert cold_timeline.phase(stack) == "import torch/_inductor"
+
+
+def test_a_wait_names_what_it_waits_in_and_work_names_its_innermost_phase():
+    waiting = ["threading.py:wait", "concurrent/futures/_base.py:result",
+               "precompile_nb/core/_compat/parallel.py:join", "torch/_inductor/graph.py:run"]
+    assert cold_timeline.phase(waiting) == "wait (precompile_nb)"
+    working = ["triton/compiler/compiler.py:compile", "torch/_inductor/codecache.py:load",
+               "precompile_nb/core/lower.py:lower"]
+    assert cold_timeline.phase(working) == "triton compile"
+
+
+def test_sampled_region_is_summarized_by_phase(tmp_path):
+    def busy_in_a_frame_named_fx():
+        stop = threading.Event()
+        threading.Timer(0.3, stop.set).start()
+        while not stop.is_set():
+            sum(range(1000))
+
+    busy_in_a_frame_named_fx.__code__ = busy_in_a_frame_named_fx.__code__.replace(
+        co_filename="/site-packages/torch/fx/made_up.py")
+    sampler = StackSampler(interval=0.005).start()
+    busy_in_a_frame_named_fx()
+    sampler.stop().dump(str(tmp_path / "s.json"))
+    summary = cold_timeline.summarize_run(str(tmp_path / "s.json"))
+    assert max(summary["main"], key=summary["main"].get) == "fx"
+    assert [seg[0] for seg in summary["segments"]] == ["fx"]  # one stretch, nothing else
