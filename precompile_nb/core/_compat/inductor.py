@@ -77,6 +77,7 @@ def _inductor_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], d
     # imports no stage] in core/__init__.py)
     from .conv_layout import backward_convolutions_in_channels_last, keeps_eager_layout
     from .cpp_runs import cpp_nodes_in_fewer_runs
+    from .decompositions import lowering_decompositions
     from .isa_probes import isa_probes_at_once
     from .straight_to_inductor import decomposed, why_aot_autograd, without_aot_autograd
     from .triton_store import triton_kernels_handed_over
@@ -108,7 +109,8 @@ def _inductor_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], d
         # kernels in fewer runs], [ISA probes at once], [no graph caches in a private dir], [one
         # trace between capture...], [Triton kernels compiled once], [kernels on threads while
         # the workers start]
-        compiled = compile_fx(gm, list(example_inputs), inner_compile=inner)
+        compiled = compile_fx(gm, list(example_inputs), inner_compile=inner,  # Note [the
+                              decompositions=lowering_decompositions())  # upsampling ...]
     if "source" not in seen:
         raise RuntimeError("precompile_nb internal error: Inductor produced no module source")
     return seen["source"], seen["gm"], compiled

@@ -23,9 +23,10 @@ from .scoped_patch import ScopedPatch, switched_off
 #   that write nothing, or copy_ into an input, no BatchNorm that writes its statistics
 #   unsaid: the functional re-trace says those writes, Note [BatchNorm's writes said before
 #   functionalizing]; no constants), precompile traces it once with Inductor's decomposition
-#   table (what AOTAutograd traces with, select_decomp_table, 2.11-2.15), each node keeping the
-#   meta of the node it came from as AOTAutograd's trace keeps it (original_aten, from_node,
-#   stack traces: the report's kernel provenance reads them), and compile_fx's call into
+#   table (what AOTAutograd traces with, select_decomp_table, 2.11-2.15, with Note [the
+#   upsampling torch.compile decomposes]), each node keeping the meta of the node it came
+#   from as AOTAutograd's trace keeps it (original_aten, from_node, stack traces: the
+#   report's kernel provenance reads them), and compile_fx's call into
 #   AOTAutograd (torch._dynamo.backends.common.AotAutograd, 2.11-2.15) hands that graph to
 #   Inductor's inference compiler directly: the joint-graph passes, then compile_fx_inner,
 #   as AOTAutograd's inference path does (under DisableAutocast where autocast is on). The
@@ -75,8 +76,9 @@ def decomposed(gm: torch.fx.GraphModule, fake_inputs: Sequence[Any]) -> torch.fx
     """`gm` traced once more, in its inputs' fake mode, with Inductor's decompositions, each
     new node keeping its source node's meta (Note [one trace between capture and Inductor])."""
     from torch._guards import detect_fake_mode
-    from torch._inductor.decomposition import select_decomp_table
     from torch.fx.experimental.proxy_tensor import make_fx
+
+    from .decompositions import lowering_decompositions
     from torch.fx.traceback import preserve_node_meta
 
     def run(*args: Any) -> Any:
@@ -84,7 +86,7 @@ def decomposed(gm: torch.fx.GraphModule, fake_inputs: Sequence[Any]) -> torch.fx
 
     fake_mode = detect_fake_mode(fake_inputs)
     with fake_mode, preserve_node_meta(), torch.no_grad():
-        out = make_fx(run, decomposition_table=select_decomp_table(), tracing_mode="real",
+        out = make_fx(run, decomposition_table=lowering_decompositions(), tracing_mode="real",
                       _allow_non_fake_inputs=True)(*fake_inputs)
     out.meta.update(gm.meta)
     return out

@@ -1,0 +1,63 @@
+"""BEiT's relative-position interpolation on its own: F.interpolate(bilinear) of a permuted
+(channels-last-like) tensor, through precompile_nb and torch.compile, on the device given.
+
+usage: python benchmarks/zoo/upsample_probe.py [cpu|cuda]
+
+Prints each system's result against eager (or its error), whether Inductor's decomposition
+table holds aten.upsample_bilinear2d.default, and the lines of each generated module that
+name upsample.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+
+def fn(table):
+    sub = table.reshape(1, 5, 5, -1).permute(0, 3, 1, 2)
+    return F.interpolate(sub, size=(7, 7), mode="bilinear").flatten(1) * 2
+
+
+def main() -> None:
+    device = sys.argv[1] if len(sys.argv) > 1 else "cuda"
+    from torch._inductor.decomposition import decompositions, select_decomp_table
+
+    op = torch.ops.aten.upsample_bilinear2d.default
+    print("torch", torch.__version__, "| .default in decompositions:", op in decompositions,
+          "| in select_decomp_table():", op in select_decomp_table())
+    table = torch.randn(25, 4, device=device)
+    ref = fn(table)
+    print("eager out strides", ref.stride(), "interp strides",
+          F.interpolate(table.reshape(1, 5, 5, -1).permute(0, 3, 1, 2), size=(7, 7),
+                        mode="bilinear").stride())
+    from precompile_nb import precompile
+
+    for name, build in (("precompile_nb", lambda: precompile.load(*precompile(fn, table))),
+                        ("torch.compile", lambda: torch.compile(fn))):
+        try:
+            f = build()
+            got = f(table)
+            print(name, "ok, max abs diff", float((got - ref).abs().max()))
+        except Exception as e:  # noqa: BLE001 - the probe reports every failure
+            print(name, "FAILED", type(e).__name__, str(e).splitlines()[:3])
+            c = e.__cause__
+            if c is not None:
+                print("  cause:", type(c).__name__, str(c).splitlines()[:2])
+            traceback.print_exc(limit=3)
+    cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR", "")
+    for root, _, files in os.walk(cache):
+        for f in files:
+            if f.endswith(".py"):
+                text = open(os.path.join(root, f)).read()
+                hits = [ln.strip() for ln in text.splitlines() if "upsample" in ln]
+                if hits and "def call(" in text:
+                    print("module", f, *hits[:6], sep="\n  ")
+
+
+if __name__ == "__main__":
+    main()
