@@ -297,3 +297,44 @@ def test_a_branch_on_a_mark_unbacked_size_stays_refused_with_data_guards():
         precompile(_size_branch, x, data_guards=True)
     assert e.value.invariant == 3 and "dynamic dim x.shape[0]" in e.value.what
     assert "if y.shape[0] > 4" in e.value.where
+
+
+def test_a_host_scalar_where_the_fake_kernel_says_the_gpu_is_not_a_mismatch():
+    """CUDA's memory-efficient attention returns its RNG seed and offset as 0-dim host tensors,
+    its fake kernel as GPU tensors: with data_guards, real-value propagation's cross-check
+    called that a metadata mismatch and a Qwen3-MoE training step on an H100 failed at the
+    capture. Checked here on what the check is handed (no GPU needed to build a fake one);
+    anything else on another device stays a mismatch."""
+    from torch._subclasses import fake_utils
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from precompile_nb.core._compat.realdata import real_values
+
+    with FakeTensorMode():
+        seed, grad = (torch.empty(s, dtype=torch.long, device="cuda") for s in ((), (2,)))
+    with real_values():
+        fake_utils._check_fake_real_tensors(torch.tensor(151392), seed, "output[2]")
+        with pytest.raises(Exception, match="cuda"):
+            fake_utils._check_fake_real_tensors(torch.tensor([1, 2]), grad, "output[0]")
+
+
+@pytest.mark.cuda
+def test_attention_training_on_cuda_with_data_guards_matches_eager():
+    """The user's side of the test above: memory-efficient attention in a training step on
+    the GPU, captured with data guards (a branch on the data beside it)."""
+    def step(q, k, v):
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+        loss = out.square().mean() if bool((q > 0).any()) else out.sum()
+        loss.backward()
+        return loss
+
+    q, k, v = (torch.randn(2, 2, 16, 8, device="cuda", requires_grad=True) for _ in range(3))
+    f = precompile.load(*precompile(step, q, k, v, data_guards=True))
+    got = f(q, k, v)
+    grads = [t.grad for t in (q, k, v)]
+    for t in (q, k, v):
+        t.grad = None
+    want = step(q, k, v)
+    torch.testing.assert_close(got, want)
+    for g, t in zip(grads, (q, k, v)):
+        torch.testing.assert_close(g, t.grad)

@@ -45,10 +45,14 @@ def real_values() -> Iterator[None]:
     And the cross-check of each op's fake and real results skips a storage offset that is a
     fresh data-dependent size: torch compares it with `!=` before it records the symbol's
     real value (right after), so writing into `out[start:end]` with `start` read from data
-    (transformers' MoE backward before 5.24) failed as a data-dependent branch; and it skips
-    a real result that is None (the check would raise TypeError). The check only compares
-    metadata, the graph does not depend on it (2.13, 2.15: fake_utils._check_fake_real_tensors,
-    imported by the mode at each call; patched here and restored)."""
+    (transformers' MoE backward before 5.24) failed as a data-dependent branch; it skips a
+    real result that is None (the check would raise TypeError); and it skips the device of a
+    0-dim result that the real kernel keeps on the host where the fake one says the GPU: the
+    RNG seed and offset of CUDA's memory-efficient attention (2.11: a Qwen3-MoE training step
+    with data_guards on an H100 failed with "metadata mismatch ... at output[2], for func:
+    aten._scaled_dot_product_efficient_attention"). The check only compares metadata, the
+    graph does not depend on it (2.13, 2.15: fake_utils._check_fake_real_tensors, imported by
+    the mode at each call; patched here and restored)."""
     import torch._functorch.config as functorch_config
     from torch._subclasses import fake_utils
 
@@ -61,6 +65,8 @@ def real_values() -> Iterator[None]:
         if not isinstance(real_out, torch.Tensor):
             return None  # a real kernel returned None where the fake returns a tensor (2.13:
             # native_batch_norm_backward's grad_input, for an input that needs no grad)
+        if real_out.dim() == 0 and real_out.device.type == "cpu" != fake_out.device.type:
+            return None  # a seed or offset eager keeps on the host (see above)
         if not isinstance(fake_out.storage_offset(), torch.SymInt):
             return original(real_out, fake_out, context, sizes, strides, storage_offset,
                             requires_grad)
