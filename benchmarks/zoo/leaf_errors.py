@@ -1,0 +1,76 @@
+"""Leaf by leaf: how far precompile_nb's and torch.compile's results are from eager's on one
+of beyond.py's cases, the worst leaves side by side (where the zoo's one number says
+MISMATCH, which leaves make it and whether torch.compile is off there too).
+
+usage: python benchmarks/zoo/leaf_errors.py MODEL[:WORKLOAD] [--device cuda] [--top N]
+                                            [--no-tc] [--no-tf32]
+
+Each leaf (the result, every parameter's gradient, buffers a step writes) as the zoo's
+rel_err measures it: ||a - b|| / max(||b||, 1e-3 x the largest leaf norm). Environment
+switches (PRECOMPILE_NB_*) apply to the precompile as usual; --no-tf32 turns off TF32 in
+cuDNN's convolutions (on by default in eager) for all three.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+import torch  # noqa: E402
+
+from benchmarks.zoo import beyond  # noqa: E402
+from benchmarks.zoo.run import FLOOR, _grad_ctx, _Runner  # noqa: E402
+
+
+def leaf_errors(got: dict, ref: dict) -> dict[str, float]:
+    scale = FLOOR * max((float(b.norm()) for b in ref.values()), default=0.0)
+    out = {}
+    for k, b in ref.items():
+        d = max(float(b.norm()), scale) or 1.0
+        out[k] = float((got[k] - b).norm()) / d if k in got else float("inf")
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("case", help="MODEL or MODEL:WORKLOAD (train by default)")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--top", type=int, default=12)
+    ap.add_argument("--no-tc", action="store_true")
+    ap.add_argument("--no-tf32", action="store_true")
+    a = ap.parse_args()
+    if a.no_tf32:
+        torch.backends.cudnn.allow_tf32 = False
+    warnings.filterwarnings("ignore")
+    name, _, workload = a.case.partition(":")
+    workload = workload or "train"
+    from precompile_nb import precompile
+
+    torch.manual_seed(0)
+    m, kind = beyond.CASES[name]()
+    beyond.Z.zero_dropout_modules(m)
+    fn, args = beyond._example(m, kind)[workload]
+    m, args = m.to(a.device), tuple(t.to(a.device) for t in args)
+    m.train(workload == "train")
+    r = _Runner(m, args, workload, a.device)
+    ref = r.call(fn)[1]
+    r.reset()
+    with _grad_ctx(workload):
+        f = precompile.load(*precompile(fn, m, *args))
+    errs = {"precompile_nb": leaf_errors(r.call(f)[1], ref)}
+    if not a.no_tc:
+        errs["torch.compile"] = leaf_errors(r.call(torch.compile(fn))[1], ref)
+    ours = errs["precompile_nb"]
+    print(f"{name} {workload} on {a.device}: worst leaves by precompile_nb's error")
+    print(f"{'leaf':70} {'|eager|':>9} " + " ".join(f"{k:>14}" for k in errs))
+    for k in sorted(ours, key=lambda k: -ours[k])[:a.top]:
+        print(f"{k[:70]:70} {float(ref[k].norm()):9.2e} "
+              + " ".join(f"{e[k]:14.2e}" for e in errs.values()))
+
+
+if __name__ == "__main__":
+    main()
