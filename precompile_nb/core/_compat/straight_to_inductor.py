@@ -77,9 +77,9 @@ def decomposed(gm: torch.fx.GraphModule, fake_inputs: Sequence[Any]) -> torch.fx
     new node keeping its source node's meta (Note [one trace between capture and Inductor])."""
     from torch._guards import detect_fake_mode
     from torch.fx.experimental.proxy_tensor import make_fx
+    from torch.fx.traceback import preserve_node_meta
 
     from .decompositions import lowering_decompositions
-    from torch.fx.traceback import preserve_node_meta
 
     def run(*args: Any) -> Any:
         return torch.fx.Interpreter(gm).run(*args)
