@@ -455,10 +455,29 @@ def test_a_view_something_writes_into_stays_a_view_when_the_others_become_reshap
     assert [str(n.target) for n in gm.graph.nodes if n.op == "call_function"] == targets
 
 
+
 def _relative_table_interpolated(table):
     # BEiT's relative-position table, interpolated to the window on every call
     sub = table.reshape(1, 5, 5, -1).permute(0, 3, 1, 2)
     return torch.nn.functional.interpolate(sub, size=(7, 7), mode="bilinear").flatten(1) * 2
+
+
+def upsampling_checked(device: str, train: bool) -> str:
+    """BEiT's interpolation precompiled on `device` (as a training step: its gradient) and its
+    loaded artifact checked against eager; returns python_code."""
+    table = torch.randn(25, 4, device=device, requires_grad=train)
+    fn = (lambda t: _relative_table_interpolated(t).square().sum().backward()) if train \
+        else _relative_table_interpolated
+    code, cache = precompile(fn, table)
+    f = precompile.load(code, cache)
+    if not train:
+        torch.testing.assert_close(f(table), fn(table))
+        return code
+    f(table)
+    got, table.grad = table.grad, None
+    fn(table)
+    torch.testing.assert_close(got, table.grad)
+    return code
 
 
 @pytest.mark.parametrize("train", [False, True])
@@ -466,18 +485,7 @@ def test_bilinear_upsampling_is_generated_code_as_torch_compile_makes_it(train):
     # Note [the upsampling torch.compile decomposes]: the capture records
     # aten.upsample_bilinear2d.default, which Inductor called as an ATen fallback whose
     # strides its fake kernel gets wrong on CUDA (BEiT failed there); now it is decomposed
-    table = torch.randn(25, 4, requires_grad=train)
-    fn = (lambda t: _relative_table_interpolated(t).square().sum().backward()) if train \
-        else _relative_table_interpolated
-    code, cache = precompile(fn, table)
+    code = upsampling_checked("cpu", train)
     # no ATen call in the forward: Inductor's own kernels (a training step's backward calls
     # ATen's upsample_bilinear2d_backward, as torch.compile's does not: not decomposed there)
     assert "aten.upsample_bilinear2d.default" not in code
-    f = precompile.load(code, cache)
-    if not train:
-        torch.testing.assert_close(f(table), fn(table))
-        return
-    f(table)
-    got, table.grad = table.grad, None
-    fn(table)
-    torch.testing.assert_close(got, table.grad)
