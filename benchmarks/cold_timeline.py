@@ -67,7 +67,7 @@ def phase_of(name: str) -> str | None:
 def summarize_run(path: str) -> dict:
     with open(path) as f:
         rec = json.load(f)
-    names, dt = rec["names"], rec["interval"]
+    names = rec["names"]
     main: collections.Counter = collections.Counter()
     others: collections.Counter = collections.Counter()
     segments: list[list] = []  # [phase, start, end]
@@ -84,9 +84,11 @@ def summarize_run(path: str) -> dict:
             others[next((q for n in stack if (q := phase_of(n))), stack[0])] += 1
     n = sum(main.values()) or 1
     span = rec["samples"][-1][0] if rec["samples"] else 0.0
-    scale = span / n  # seconds a main-thread sample stands for
+    # seconds a sample stands for: the sampler's interval and its waits for the interpreter
+    # (8.5-8.9 ms at 5 ms asked, on the H100 host); every thread is sampled each time
+    scale = span / n
     return {"span_s": span, "main": {k: round(v * scale, 3) for k, v in main.most_common()},
-            "others": {k: round(v * dt, 3) for k, v in others.most_common(8)},
+            "others": {k: round(v * scale, 3) for k, v in others.most_common(8)},
             "segments": [s for s in segments if s[2] - s[1] >= 0.05]}
 
 
