@@ -174,6 +174,19 @@ def _tc_err(r: _Runner, fn: Callable, ref: dict) -> dict:
         return {"tc_status": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
 
 
+def case_runner(name: str, workload: str, device: str) -> tuple[_Runner, Callable]:
+    """A case built (seed 0, every dropout zeroed: timm's relative-position MLP has a fixed
+    one of its own) on `device` in the workload's mode, as the zoo's _Runner (same weights
+    every call, the leaves to compare), and its fn."""
+    torch.manual_seed(0)
+    m, kind = CASES[name]()
+    Z.zero_dropout_modules(m)
+    fn, args = _example(m, kind)[workload]
+    m, args = m.to(device), tuple(t.to(device) for t in args)
+    m.train(workload == "train")
+    return _Runner(m, args, workload, device), fn
+
+
 def run_case(name: str, workload: str, backend: str, device: str = "cpu",
              tc_always: bool = False, data_guards: bool = False) -> dict:
     """One case against eager; torch.compile's own error measured where precompile_nb's is
@@ -183,13 +196,8 @@ def run_case(name: str, workload: str, backend: str, device: str = "cpu",
     row: dict = {"model": name, "workload": workload, "backend": backend, "device": device}
     stage, t0 = "build", time.perf_counter()
     try:
-        torch.manual_seed(0)
-        m, kind = CASES[name]()
-        Z.zero_dropout_modules(m)  # timm's relative-position MLP has a fixed dropout of its own
-        fn, args = _example(m, kind)[workload]
-        m, args = m.to(device), tuple(t.to(device) for t in args)
-        m.train(workload == "train")
-        r = _Runner(m, args, workload, device)  # the zoo's: same weights, leaves to compare
+        r, fn = case_runner(name, workload, device)
+        m, args = r.m, r.args
         stage = "eager"
         ref = r.call(fn)[1]
         stage = "precompile"

@@ -22,17 +22,8 @@ sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402
 
-from benchmarks.zoo import beyond  # noqa: E402
-from benchmarks.zoo.run import FLOOR, _grad_ctx, _Runner  # noqa: E402
-
-
-def leaf_errors(got: dict, ref: dict) -> dict[str, float]:
-    scale = FLOOR * max((float(b.norm()) for b in ref.values()), default=0.0)
-    out = {}
-    for k, b in ref.items():
-        d = max(float(b.norm()), scale) or 1.0
-        out[k] = float((got[k] - b).norm()) / d if k in got else float("inf")
-    return out
+from benchmarks.zoo.beyond import case_runner  # noqa: E402
+from benchmarks.zoo.run import _grad_ctx, leaf_errors  # noqa: E402
 
 
 def main() -> None:
@@ -50,17 +41,11 @@ def main() -> None:
     workload = workload or "train"
     from precompile_nb import precompile
 
-    torch.manual_seed(0)
-    m, kind = beyond.CASES[name]()
-    beyond.Z.zero_dropout_modules(m)
-    fn, args = beyond._example(m, kind)[workload]
-    m, args = m.to(a.device), tuple(t.to(a.device) for t in args)
-    m.train(workload == "train")
-    r = _Runner(m, args, workload, a.device)
+    r, fn = case_runner(name, workload, a.device)
     ref = r.call(fn)[1]
     r.reset()
     with _grad_ctx(workload):
-        f = precompile.load(*precompile(fn, m, *args))
+        f = precompile.load(*precompile(fn, r.m, *r.args))
     errs = {"precompile_nb": leaf_errors(r.call(f)[1], ref)}
     if not a.no_tc:
         errs["torch.compile"] = leaf_errors(r.call(torch.compile(fn))[1], ref)

@@ -160,20 +160,30 @@ class _Runner:
 FLOOR = 1e-3
 
 
+def leaf_errors(got: dict, ref: dict, floor: float = FLOOR) -> dict[str, float]:
+    """Each reference leaf's ||a-b|| / max(||b||, floor * max_k ||b_k||); inf where `got`
+    lacks it, has it in another shape, or the error is nan. floor=0: the raw ratio."""
+    norms = {k: float(b.norm()) for k, b in ref.items()}
+    scale = floor * max(norms.values(), default=0.0)
+    out = {}
+    for k, b in ref.items():
+        if k not in got or got[k].shape != b.shape:
+            out[k] = float("inf")
+            continue
+        d = max(norms[k], scale)
+        e = float((got[k] - b).norm()) / (d if d > 0 else 1.0)
+        out[k] = float("inf") if e != e else e
+    return out
+
+
 def rel_err(got: dict, ref: dict, floor: float = FLOOR) -> tuple[float, str]:
-    """max over leaves of ||a-b|| / max(||b||, floor * max_k ||b_k||), and the worst leaf; a
-    leaf missing on one side or of another shape is inf. floor=0: the raw ratio."""
+    """max over leaves of leaf_errors, and the worst leaf; a leaf missing on one side or of
+    another shape is inf. floor=0: the raw ratio."""
     for k in ref.keys() | got.keys():
         if k not in ref or k not in got or ref[k].shape != got[k].shape:
             return float("inf"), f"{k} missing or of another shape"
-    norms = {k: float(b.norm()) for k, b in ref.items()}
-    scale = floor * max(norms.values(), default=0.0)
     worst, where = 0.0, ""
-    for k, b in ref.items():
-        d = max(norms[k], scale)
-        e = float((got[k] - b).norm()) / (d if d > 0 else 1.0)
-        if e != e:  # nan
-            e = float("inf")
+    for k, e in leaf_errors(got, ref, floor).items():
         if e > worst:
             worst, where = e, k
     return worst, where

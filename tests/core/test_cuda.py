@@ -193,7 +193,6 @@ def test_cuda_depthwise_convolutions_of_a_training_step_run_in_nchw_and_match_ea
     assert_depthwise_nchw_and_the_rest_channels_last(depthwise_layouts_and_eagers_grads("cuda"))
 
 
-
 @pytest.mark.parametrize("train", [False, True])
 def test_cuda_bilinear_upsampling_of_a_permuted_table_matches_eager(train):
     # Note [the upsampling torch.compile decomposes]: BEiT failed at the lowering on CUDA, the

@@ -455,7 +455,6 @@ def test_a_view_something_writes_into_stays_a_view_when_the_others_become_reshap
     assert [str(n.target) for n in gm.graph.nodes if n.op == "call_function"] == targets
 
 
-
 def _relative_table_interpolated(table):
     # BEiT's relative-position table, interpolated to the window on every call
     sub = table.reshape(1, 5, 5, -1).permute(0, 3, 1, 2)
