@@ -102,6 +102,53 @@ def _training_graph(m: nn.Module, x: torch.Tensor) -> torch.fx.GraphModule:
     return make_fx(step, tracing_mode="fake")(*_training_inputs(m, x))
 
 
+def _wide_cnn() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(3, 96, 3, padding=1), nn.BatchNorm2d(96), nn.ReLU(),
+                         nn.Conv2d(96, 96, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+                         nn.Flatten(), nn.Linear(96, 4))
+
+
+def test_a_training_steps_layout_is_what_inductors_training_rule_decides(monkeypatch):
+    """Note [a training step's layout, by torch.compile's rule]: a step whose convolutions
+    all have 64 channels or fewer keeps eager's NCHW (torch.compile's rule for its forward
+    graph), a wider one gets channels_last; a graph with no backward is left to Inductor.
+    The tensors are on the meta device: a GPU's graph without a GPU (for CPU tensors
+    Inductor says channels_last to every graph before any rule)."""
+    x = torch.randn(2, 3, 8, 8, device="meta")
+    small = _training_graph(_cnn().to("meta"), x)
+    assert _compat.training_step_layout(small) is False
+    assert _compat.training_step_layout(_training_graph(_wide_cnn().to("meta"), x)) is True
+    with torch.no_grad():
+        assert _compat.training_step_layout(make_fx(_cnn().to("meta"))(x)) is None
+    monkeypatch.setenv("PRECOMPILE_NB_TRAINING_LAYOUT", "0")
+    assert _compat.training_step_layout(small) is None
+
+
+def test_inductor_decides_a_training_steps_layout_by_the_training_rule_while_we_lower():
+    """Inductor's own decision, asked as it asks it when it lowers our graph (which it sees
+    as inference: channels_last for the small CNN), gives the training rule's NCHW inside
+    the lowering, on that thread only, and its own answer again after."""
+    import threading
+
+    from torch._inductor.graph import GraphLowering
+
+    from precompile_nb.core._compat.conv_layout import training_steps_by_the_training_rule
+
+    x = torch.randn(2, 3, 8, 8, device="meta")
+    small = _training_graph(_cnn().to("meta"), x)
+    assert GraphLowering.decide_layout_opt(small, is_inference=True) is True
+    other: list[bool] = []
+    with training_steps_by_the_training_rule():
+        assert GraphLowering.decide_layout_opt(small, is_inference=True) is False
+        t = threading.Thread(target=lambda: other.append(
+            GraphLowering.decide_layout_opt(small, is_inference=True)))
+        t.start()
+        t.join()
+    assert other == [True]
+    assert GraphLowering.decide_layout_opt(small, is_inference=True) is True
+
+
 def _conv_backward_args(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
     return [a for n in gm.graph.nodes if n.target is torch.ops.aten.convolution_backward.default
             for a in n.args[:3] if isinstance(a, torch.fx.Node)]
@@ -227,11 +274,13 @@ def test_a_users_own_post_grad_pass_is_left_in_place_and_ours_added_otherwise():
 
 def _depthwise_block() -> nn.Module:
     """An inverted-residual block as in efficientnet / mobilenet: 1x1, BN, SiLU, depthwise
-    3x3, BN, SiLU, 1x1, then a linear head."""
+    3x3, BN, SiLU, 1x1, then a linear head; 96 channels inside, so that Inductor's rule for
+    training lays it out in channels_last (Note [a training step's layout, by
+    torch.compile's rule])."""
     torch.manual_seed(0)
-    return nn.Sequential(nn.Conv2d(8, 16, 1), nn.BatchNorm2d(16), nn.SiLU(),
-                         nn.Conv2d(16, 16, 3, padding=1, groups=16), nn.BatchNorm2d(16),
-                         nn.SiLU(), nn.Conv2d(16, 8, 1), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+    return nn.Sequential(nn.Conv2d(8, 96, 1), nn.BatchNorm2d(96), nn.SiLU(),
+                         nn.Conv2d(96, 96, 3, padding=1, groups=96), nn.BatchNorm2d(96),
+                         nn.SiLU(), nn.Conv2d(96, 8, 1), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
                          nn.Linear(8, 4))
 
 
@@ -261,6 +310,29 @@ def assert_depthwise_nchw_and_the_rest_channels_last(rows: list[tuple[bool, bool
     assert {nchw for backward, depthwise, nchw in rows if not depthwise and not backward} == \
         {False}, rows
     assert False in {nchw for backward, depthwise, nchw in rows if not depthwise and backward}
+
+
+def small_cnn_step_layouts(device: str) -> list[tuple[bool, bool, bool]]:
+    """The small CNN's training step precompiled, loaded and run once under _ConvLayouts;
+    its gradients must be eager's (TF32 off: both layouts to fp32's rounding)."""
+    with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
+        return _small_cnn_step_layouts(device)
+
+
+def _small_cnn_step_layouts(device: str) -> list[tuple[bool, bool, bool]]:
+    from precompile_nb import precompile
+    m, x = _cnn().to(device), torch.randn(2, 3, 8, 8, device=device)
+
+    def step(m, x):
+        m(x).square().mean().backward()
+        return [p.grad for p in m.parameters()]
+
+    f = precompile.load(*precompile(step, copy.deepcopy(m), x))
+    with _ConvLayouts() as seen:
+        got = f(copy.deepcopy(m), x)
+    for g, ref in zip(got, step(m, x)):
+        torch.testing.assert_close(g, ref, rtol=1e-4, atol=1e-4)
+    return seen.rows
 
 
 def depthwise_layouts_and_eagers_grads(device: str, force: bool = False

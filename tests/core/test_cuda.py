@@ -170,7 +170,7 @@ def test_cuda_cnn_training_step_keeps_one_channels_last_copy_of_each_tensor():
     from tests.core.test_conv_layout import assert_one_layout_and_eagers_steps, sgd_step
 
     torch.manual_seed(0)
-    c = 32
+    c = 96  # over 64 channels: Inductor's rule for training says channels_last
     m_ref = torch.nn.Sequential(
         torch.nn.Conv2d(3, c, 3, padding=1), torch.nn.BatchNorm2d(c), torch.nn.ReLU(),
         torch.nn.Conv2d(c, c, 3, padding=1), torch.nn.BatchNorm2d(c), torch.nn.ReLU(),
@@ -198,3 +198,17 @@ def test_cuda_bilinear_upsampling_of_a_permuted_table_matches_eager(train):
     # Note [the upsampling torch.compile decomposes]: BEiT failed at the lowering on CUDA, the
     # ATen fallback's strides against its fake kernel's
     assert "aten.upsample_bilinear2d.default" not in upsampling_checked("cuda", train)
+
+
+
+@pytest.mark.parametrize("rule", ["on", "0"])
+def test_cuda_small_channel_cnn_training_step_keeps_nchw_as_torch_compile_does(monkeypatch,
+                                                                            rule):
+    # Note [a training step's layout, by torch.compile's rule]: every convolution of 64
+    # channels or fewer, so Inductor's rule for training keeps eager's NCHW; the rule for
+    # inference (PRECOMPILE_NB_TRAINING_LAYOUT=0) gives channels_last
+    from tests.core.test_conv_layout import small_cnn_step_layouts
+
+    monkeypatch.setenv("PRECOMPILE_NB_TRAINING_LAYOUT", rule)
+    forward = {nchw for backward, _, nchw in small_cnn_step_layouts("cuda") if not backward}
+    assert forward == ({True} if rule == "on" else {False})

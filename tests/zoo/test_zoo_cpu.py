@@ -80,3 +80,17 @@ def test_bloom_past_the_zoo_lowers_its_cache_reshape_and_matches_eager():
         warnings.simplefilter("ignore")
         row = beyond.run_case("bloom", "infer", "inductor")
     assert row["status"] == "ok", row
+
+
+def test_a_case_over_the_bound_is_spread_only_where_eager_in_nhwc_is_as_far():
+    # beyond.py's judgment: over the bound and torch.compile's error, a case is SPREAD (not
+    # ok) where eager itself in channels_last moves as far, else MISMATCH
+    from benchmarks.zoo import beyond
+
+    def asked() -> float:
+        raise AssertionError("eager's spread is measured only over the bound")
+
+    assert beyond.judged({"workload": "train", "rel_err": 1e-5}, asked) == "ok"
+    row = {"workload": "train", "rel_err": 0.17, "tc_rel_err": 2e-6, "tc_status": "ok"}
+    assert beyond.judged(row, lambda: 0.165) == "SPREAD" and row["eager_spread"] == 0.165
+    assert beyond.judged(dict(row), lambda: 0.01) == "MISMATCH"

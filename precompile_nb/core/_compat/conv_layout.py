@@ -42,8 +42,78 @@ def layout_optimized(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) ->
         return False
     if keeps_eager_layout(gm, example_inputs):
         return False
+    training = training_step_layout(gm)
+    if training is not None:
+        return training
     return bool(GraphLowering.decide_layout_opt(gm, is_inference=True))
 
+
+def training_step_layout(gm: torch.fx.GraphModule, decide: Any = None) -> bool | None:
+    """Note [a training step's layout, by torch.compile's rule]: whether Inductor's rule for
+    training graphs lays out `gm`'s convolutions in channels_last (2.11-2.15:
+    GraphLowering.decide_layout_opt with is_inference=False, or `decide`, the same rule
+    before the patch below), where `gm` holds a convolution_backward; None for any other
+    graph, or with PRECOMPILE_NB_TRAINING_LAYOUT off (Inductor's rule for inference then
+    decides, as before)."""
+    from torch._inductor.graph import GraphLowering
+
+    backward = torch.ops.aten.convolution_backward.default
+    if switched_off("PRECOMPILE_NB_TRAINING_LAYOUT") or not any(
+            n.op == "call_function" and n.target is backward for n in gm.graph.nodes):
+        return None
+    return bool((decide or GraphLowering.decide_layout_opt)(gm, is_inference=False))
+
+
+def _graph_lowering() -> Any:
+    from torch._inductor.graph import GraphLowering
+    return GraphLowering
+
+
+def _decided_as_training(decide: Any, patch: ScopedPatch) -> Any:
+    def decide_layout_opt(gm: torch.fx.GraphModule, *, is_inference: bool) -> bool:
+        rule = training_step_layout(gm, decide) if patch.on() else None
+        return decide(gm, is_inference=is_inference) if rule is None else rule
+
+    return staticmethod(decide_layout_opt)
+
+
+# 2.11-2.15: a staticmethod, which GraphLowering.__init__ calls with the graph it lowers
+# (compile_fx_inner's layout_opt argument reaches no GraphLowering there)
+_TRAINING_RULE = ScopedPatch(
+    lambda: _graph_lowering().__dict__.get("decide_layout_opt"),
+    lambda f: setattr(_graph_lowering(), "decide_layout_opt", f),
+    lambda f, patch: _decided_as_training(f.__func__, patch))
+
+
+def training_steps_by_the_training_rule() -> contextlib.AbstractContextManager[None]:
+    """While this thread lowers a graph: Note [a training step's layout, by torch.compile's
+    rule]."""
+    return _TRAINING_RULE.active()
+
+
+# Note [a training step's layout, by torch.compile's rule]
+#   Inductor decides whether a graph's convolutions run in channels_last by a rule with two
+#   branches (GraphLowering.decide_layout_opt, 2.11-2.15): for inference, a flop-weighted
+#   estimate that says yes to nearly every CNN; for training, Inductor's measured exceptions
+#   (a grouped convolution with more than one input channel per group, one with at least
+#   twice as many input as output channels and a kernel above 1x1, or every convolution at
+#   64 channels or fewer: each slower in channels_last). torch.compile decides a training
+#   step by the training branch, on its forward graph. precompile hands Inductor one graph
+#   holding forward and backward, which Inductor lowers as an inference graph, so the
+#   inference branch decided, and compile_fx_inner's layout_opt argument reaches no
+#   GraphLowering to say otherwise. Now, while a graph is lowered, Inductor's decision for a
+#   graph holding a convolution_backward is the training branch's (a thread-scoped patch of
+#   decide_layout_opt; other threads keep torch's). It counts the whole step's nodes in its
+#   check of few convolutions among many nodes (torch.compile counts the forward's), so
+#   such a graph keeps NCHW somewhat sooner. PRECOMPILE_NB_TRAINING_LAYOUT=0 goes back to
+#   the inference branch. Found on HF ResNet's and MobileViT's tiny configs on the H100
+#   (benchmarks/results/h100_round36): precompile's gradients were 0.17 and 14 from eager's
+#   by the zoo's measure where torch.compile's were 2e-05 and 0.03; eager itself with the
+#   model and inputs in channels_last is 0.165 and 16 away (their last BatchNorms normalize
+#   2 values per channel, which turns TF32 rounding into large gradient changes), and with
+#   TF32 off precompile's distance was 4.4e-04 (torch.compile 3.1e-04): a layout's
+#   rounding, not a wrong result, and torch.compile's layout there is eager's. With this
+#   rule, hf_resnet's step runs eager's NCHW: 4.3e-04 from eager.
 
 # Note [CPU training keeps NCHW]
 #   On the CPU, Inductor's layout optimization runs a CNN's convolutions in channels_last, and

@@ -75,7 +75,8 @@ def _inductor_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], d
 
     # the lowering's own modules, here so that a load imports none of them (Note [a load
     # imports no stage] in core/__init__.py)
-    from .conv_layout import backward_convolutions_in_channels_last, keeps_eager_layout
+    from .conv_layout import (backward_convolutions_in_channels_last, keeps_eager_layout,
+                              training_steps_by_the_training_rule)
     from .cpp_runs import cpp_nodes_in_fewer_runs
     from .decompositions import lowering_decompositions
     from .isa_probes import isa_probes_at_once
@@ -86,9 +87,11 @@ def _inductor_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], d
 
     def inner(inner_gm, inner_inputs, **kwargs):
         seen["gm"] = inner_gm
-        with backward_convolutions_in_channels_last(  # Note [backward convolutions see
-                is_inference=kwargs.get("is_inference", False),  # channels_last]
-                layout_opt=kwargs.get("layout_opt")):
+        # Notes [backward convolutions see channels_last], [a training step's layout, by
+        # torch.compile's rule]
+        with backward_convolutions_in_channels_last(
+                is_inference=kwargs.get("is_inference", False),
+                layout_opt=kwargs.get("layout_opt")), training_steps_by_the_training_rule():
             compiled = compile_fx_inner(inner_gm, inner_inputs, **kwargs)
         seen["source"] = compiled.source_code  # 2.11-2.14: CompiledFxGraph.source_code
         record["output_strides"] = output_strides(compiled)
