@@ -315,7 +315,8 @@ def _compile(c: Captured, fgm: torch.fx.GraphModule, fake_inputs: list, cuda: bo
     kernels = tuple(parse_kernels(_compat.strip_inductor_main(source),
                                   lowered_graph(inner_gm, fgm)))
     return source, kernels, compiled, Split(1, why, 0.0, aot_autograd=record["aot_autograd"],
-                                            views_as_reshapes=record["views_as_reshapes"])
+                                            views_as_reshapes=record["views_as_reshapes"],
+                                            conv_layout=record.get("conv_layout"))
 
 
 _NOTHING_TO_COMPUTE = """\

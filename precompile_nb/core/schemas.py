@@ -141,6 +141,11 @@ class Split:
     # in one piece: how many of the graph's views were lowered as reshapes after a view
     # failed (Note [a view the decompositions made impossible]); 0: none failed
     views_as_reshapes: int = 0
+    # in one piece, a graph with convolutions: their layout ("channels_last" or "NCHW") and
+    # what decided it ("training" or "inference": Inductor's rule for that kind of graph,
+    # Note [a training step's layout, by torch.compile's rule]; "forced": the user's
+    # force_layout_optimization; "off": layout optimization off for the graph)
+    conv_layout: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True)

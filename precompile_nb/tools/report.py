@@ -85,12 +85,14 @@ def _compiled_in(split: Any) -> dict[str, Any] | None:
     """How many pieces Inductor compiled the graph in at once, and why (Note [a graph compiled
     in pieces]); in one piece, why AOTAutograd traced it first, "" if it did not (Note [one
     trace between capture and Inductor]; None: in pieces), how many views it lowered as
-    reshapes (Note [a view the decompositions made impossible]). None: the eager backend."""
+    reshapes (Note [a view the decompositions made impossible]), its convolutions' layout and
+    what decided it (None: no convolution, or in pieces). None: the eager backend."""
     if split is None:
         return None
     return {"pieces": split.count, "why": split.why, "seconds": round(split.seconds, 4),
             "workers": [list(w) for w in split.workers], "aot_autograd": split.aot_autograd,
-            "views_as_reshapes": split.views_as_reshapes}
+            "views_as_reshapes": split.views_as_reshapes,
+            "conv_layout": list(split.conv_layout) if split.conv_layout else None}
 
 
 def _rewrite_rows(rewrites: Any, nodes: Any) -> list[dict[str, Any]]:

@@ -190,7 +190,24 @@ def _compiled_in(c: dict[str, Any] | None) -> str:
                   "Inductor's decompositions gave a view's input strides it cannot view, "
                   "so that one is a copy, as eager's reshape makes it")
     return (f'<p class="pcnb-pieces">{what} <span class="pcnb-muted">({why})'
-            f"{workers}{route}</span></p>")
+            f"{workers}{route}{_conv_layout(c.get('conv_layout'))}</span></p>")
+
+
+_LAYOUT_BY = {
+    "training": "by Inductor's rule for training steps, as torch.compile decides a training "
+                "step's layout",
+    "inference": "by Inductor's rule for inference graphs",
+    "forced": "forced by torch._inductor.config.force_layout_optimization",
+    "off": "Inductor's layout optimization off for this graph (dynamic sizes, a CPU training "
+           "step, a depthwise CUDA inference graph, or your setting)"}
+
+
+def _conv_layout(layout: Any) -> str:
+    """The convolutions' layout and what decided it (Note [a training step's layout, by
+    torch.compile's rule]); "" for a graph without convolutions."""
+    if not layout or len(layout) != 2:
+        return ""
+    return f"<br>convolutions in {esc(layout[0])}: {esc(_LAYOUT_BY.get(layout[1], layout[1]))}"
 
 
 def _cache_load(load: dict[str, Any] | None) -> str:

@@ -401,3 +401,20 @@ def test_the_nchw_rule_takes_depthwise_kernels_up_to_7x7_and_leaves_9x9_to_chann
             got = f(copy.deepcopy(m), x)
         torch.testing.assert_close(got, step(m, x), rtol=1e-4, atol=1e-4)
         assert {n for _, depthwise, n in seen.rows if depthwise} == {nchw}, (k, seen.rows)
+
+
+def test_the_report_says_the_convolutions_layout_and_what_decided_it():
+    """What the summary shows: a CPU inference CNN in channels_last by Inductor's rule for
+    inference, a CPU training step in NCHW with layout optimization off (Note [CPU training
+    keeps NCHW]), an MLP nothing."""
+    from precompile_nb.core import build
+    from precompile_nb.tools.report import report_data
+
+    m, x = _cnn(), torch.randn(2, 3, 8, 8)
+    with torch.no_grad():
+        infer = report_data(build(lambda m, x: m(x), m.eval(), x))["compiled_in"]
+    assert infer["conv_layout"] == ["channels_last", "inference"]
+    step = report_data(build(sgd_step(0.1), _cnn(), x))["compiled_in"]
+    assert step["conv_layout"] == ["NCHW", "off"]
+    mlp = report_data(build(lambda m, x: m(x), nn.Linear(4, 2), torch.randn(3, 4)))
+    assert mlp["compiled_in"]["conv_layout"] is None

@@ -442,3 +442,18 @@ def test_summary_says_when_the_whole_lowering_came_from_an_earlier_precompile(re
     assert ("Lowering: taken whole from an earlier precompile of the same graph with the same "
             "settings; Inductor did not run") in text
     assert "C++ builds" not in text and "Triton kernels:" not in text
+
+
+def test_summary_says_the_convolutions_layout_and_what_decided_it(report_inductor):
+    # Note [a training step's layout, by torch.compile's rule]
+    def summary(layout):
+        data = with_changes(report_inductor, compiled_in={
+            "pieces": 1, "why": "one piece", "seconds": 0.0, "workers": [],
+            "aot_autograd": "", "views_as_reshapes": 0, "conv_layout": layout})
+        return re.sub(r"<[^>]+>", "", html.unescape(panel(render_report_html(data), "summary")))
+
+    assert ("convolutions in NCHW: by Inductor's rule for training steps, as torch.compile "
+            "decides a training step's layout") in summary(["NCHW", "training"])
+    assert "convolutions in channels_last: by Inductor's rule for inference graphs" in \
+        summary(["channels_last", "inference"])
+    assert "convolutions in" not in summary(None)

@@ -6,6 +6,7 @@ channels_last]); checked on 2.11 (GPU), 2.13 and 2.15.
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -69,12 +70,41 @@ def _graph_lowering() -> Any:
     return GraphLowering
 
 
+_DECIDED = threading.local()  # .record: where this thread's lowering keeps the decision
+
+
 def _decided_as_training(decide: Any, patch: ScopedPatch) -> Any:
     def decide_layout_opt(gm: torch.fx.GraphModule, *, is_inference: bool) -> bool:
-        rule = training_step_layout(gm, decide) if patch.on() else None
-        return decide(gm, is_inference=is_inference) if rule is None else rule
+        if not patch.on():
+            return decide(gm, is_inference=is_inference)
+        rule = training_step_layout(gm, decide)
+        out = decide(gm, is_inference=is_inference) if rule is None else rule
+        record = getattr(_DECIDED, "record", None)
+        if record is not None:
+            record["conv_layout"] = _how_decided(gm, out, "inference" if rule is None
+                                                 else "training")
+        return out
 
     return staticmethod(decide_layout_opt)
+
+
+def _how_decided(gm: torch.fx.GraphModule, channels_last: bool, rule: str
+                 ) -> tuple[str, str] | None:
+    """(layout, by what) of a graph with convolutions: "channels_last" or "NCHW"; "training"
+    or "inference" (Inductor's rule for that kind of graph), "forced" (the user's
+    force_layout_optimization) or "off" (layout optimization off for this graph: dynamic
+    sizes, a CPU training step, a depthwise CUDA inference graph, or the user's setting).
+    None for a graph without a convolution."""
+    from torch._inductor import config
+
+    aten = torch.ops.aten
+    if not any(n.op == "call_function" and n.target in (
+            aten.convolution.default, aten.convolution_backward.default)
+            for n in gm.graph.nodes):
+        return None
+    by = ("off" if not config.layout_optimization else
+          "forced" if config.force_layout_optimization else rule)
+    return ("channels_last" if channels_last else "NCHW", by)
 
 
 # 2.11-2.15: a staticmethod, which GraphLowering.__init__ calls with the graph it lowers
@@ -85,10 +115,19 @@ _TRAINING_RULE = ScopedPatch(
     lambda f, patch: _decided_as_training(f.__func__, patch))
 
 
-def training_steps_by_the_training_rule() -> contextlib.AbstractContextManager[None]:
+@contextlib.contextmanager
+def training_steps_by_the_training_rule(record: dict[str, Any] | None = None
+                                        ) -> Iterator[None]:
     """While this thread lowers a graph: Note [a training step's layout, by torch.compile's
-    rule]."""
-    return _TRAINING_RULE.active()
+    rule]; `record` gets "conv_layout", how the layout was decided (_how_decided), where the
+    graph has convolutions."""
+    before = getattr(_DECIDED, "record", None)
+    _DECIDED.record = record
+    try:
+        with _TRAINING_RULE.active():
+            yield
+    finally:
+        _DECIDED.record = before
 
 
 # Note [a training step's layout, by torch.compile's rule]

@@ -91,7 +91,7 @@ def _inductor_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], d
         # torch.compile's rule]
         with backward_convolutions_in_channels_last(
                 is_inference=kwargs.get("is_inference", False),
-                layout_opt=kwargs.get("layout_opt")), training_steps_by_the_training_rule():
+                layout_opt=kwargs.get("layout_opt")), training_steps_by_the_training_rule(record):
             compiled = compile_fx_inner(inner_gm, inner_inputs, **kwargs)
         seen["source"] = compiled.source_code  # 2.11-2.14: CompiledFxGraph.source_code
         record["output_strides"] = output_strides(compiled)
