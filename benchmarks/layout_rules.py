@@ -29,26 +29,15 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import torch  # noqa: E402
 
 from benchmarks.zoo import models as Z  # noqa: E402
+from tests.core.test_conv_as_mm import as_if_on_cuda  # noqa: E402 (its values on CUDA)
 
 CONV = torch.ops.aten.convolution.default
-
-
-def _on_cuda(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
-    with FakeTensorMode():
-        for n in gm.graph.nodes:
-            v = n.meta.get("val")
-            if isinstance(v, torch.Tensor):
-                n.meta["val"] = torch.empty_strided(v.shape, v.stride(), dtype=v.dtype,
-                                                    device="cuda")
-    return gm
 
 
 def _graph(fn, model, args) -> torch.fx.GraphModule:
     from precompile_nb.core.capture import capture
 
-    return _on_cuda(capture(fn, [model, *args]).graph)
+    return as_if_on_cuda(capture(fn, [model, *args]).graph)
 
 
 def rules(name: str, size: str) -> dict | None:

@@ -99,7 +99,7 @@ def test_no_rewrite_for_a_cpu_graph_nor_when_switched_off(monkeypatch):
     assert conv_as_mm.plan_for(_graph(_train, m, x)) == (None, ())
 
 
-def _as_if_on_cuda(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+def as_if_on_cuda(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     """The graph with each value's metadata on CUDA (fake tensors, same shapes, strides and
     dtypes), so a machine without a GPU sees which nodes the plan takes."""
     from torch._subclasses.fake_tensor import FakeTensorMode
@@ -121,12 +121,12 @@ def test_the_plan_names_the_1x1_convolutions_it_rewrites_and_the_report_shows_th
 
     m, x = OneByOne().bfloat16(), torch.randn(2, 8, 6, 6).bfloat16()
     c = capture(_train, [m, x])
-    table, names = conv_as_mm.plan_for(_as_if_on_cuda(c.graph))
+    table, names = conv_as_mm.plan_for(as_if_on_cuda(c.graph))
     assert table is not None
     # the 1x1 convolution and its backward; the depthwise 3x3 one stays a convolution
     assert names == ("convolution_1", "convolution_backward")
     one_by_one = OneByOne(depthwise=False).bfloat16()  # no depthwise convolution: no rewrite
-    assert conv_as_mm.plan_for(_as_if_on_cuda(_graph(_train, one_by_one, x))) == (None, ())
+    assert conv_as_mm.plan_for(as_if_on_cuda(_graph(_train, one_by_one, x))) == (None, ())
     rows = _rewrite_rows({CONV_1X1_AS_PRODUCTS: names}, c.nodes)
     assert [(r["node"], r["target"], r["module"], r["shape"]) for r in rows] == [
         ("convolution_1", "aten.convolution.default", "m.b", [2, 4, 6, 6]),

@@ -316,23 +316,8 @@ def small_cnn_step_layouts(device: str) -> list[tuple[bool, bool, bool]]:
     """The small CNN's training step precompiled, loaded and run once under _ConvLayouts;
     its gradients must be eager's (TF32 off: both layouts to fp32's rounding)."""
     with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
-        return _small_cnn_step_layouts(device)
-
-
-def _small_cnn_step_layouts(device: str) -> list[tuple[bool, bool, bool]]:
-    from precompile_nb import precompile
-    m, x = _cnn().to(device), torch.randn(2, 3, 8, 8, device=device)
-
-    def step(m, x):
-        m(x).square().mean().backward()
-        return [p.grad for p in m.parameters()]
-
-    f = precompile.load(*precompile(step, copy.deepcopy(m), x))
-    with _ConvLayouts() as seen:
-        got = f(copy.deepcopy(m), x)
-    for g, ref in zip(got, step(m, x)):
-        torch.testing.assert_close(g, ref, rtol=1e-4, atol=1e-4)
-    return seen.rows
+        return _layouts_and_eagers_grads(_cnn().to(device), torch.randn(2, 3, 8, 8,
+                                                                         device=device))
 
 
 def depthwise_layouts_and_eagers_grads(device: str, force: bool = False
@@ -342,15 +327,21 @@ def depthwise_layouts_and_eagers_grads(device: str, force: bool = False
     gradients must be eager's."""
     from torch._inductor import config
 
+    with config.patch(force_layout_optimization=force):
+        return _layouts_and_eagers_grads(_depthwise_block().to(device),
+                                         torch.randn(4, 8, 10, 10, device=device))
+
+
+def _layouts_and_eagers_grads(m: nn.Module, x: torch.Tensor) -> list[tuple[bool, bool, bool]]:
+    """m's training step precompiled (under the caller's settings), loaded and run once
+    under _ConvLayouts: its convolutions' layouts; its gradients must be eager's."""
     from precompile_nb import precompile
-    m, x = _depthwise_block().to(device), torch.randn(4, 8, 10, 10, device=device)
 
     def step(m, x):
         m(x).square().mean().backward()
         return [p.grad for p in m.parameters()]
 
-    with config.patch(force_layout_optimization=force):
-        f = precompile.load(*precompile(step, copy.deepcopy(m), x))
+    f = precompile.load(*precompile(step, copy.deepcopy(m), x))
     with _ConvLayouts() as seen:
         got = f(copy.deepcopy(m), x)
     for g, ref in zip(got, step(m, x)):
