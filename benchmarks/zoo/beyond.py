@@ -176,8 +176,8 @@ def _tc_err(r: _Runner, fn: Callable, ref: dict) -> dict:
 
 def judged(row: dict, eager_spread: Callable[[], float]) -> str:
     """A measured row's status: ok within error_limit; else SPREAD where eager itself, run in
-    channels_last, is at least half as far from eager (`eager_spread()`, kept in the row),
-    MISMATCH where it is not."""
+    channels_last, is at least half as far from eager as the row's result
+    (`eager_spread()`, kept in the row), MISMATCH where it is not."""
     if row["rel_err"] <= error_limit(row):
         return "ok"
     row["eager_spread"] = eager_spread()

@@ -200,7 +200,6 @@ def test_cuda_bilinear_upsampling_of_a_permuted_table_matches_eager(train):
     assert "aten.upsample_bilinear2d.default" not in upsampling_checked("cuda", train)
 
 
-
 @pytest.mark.parametrize("rule", ["on", "0"])
 def test_cuda_small_channel_cnn_training_step_keeps_nchw_as_torch_compile_does(monkeypatch,
                                                                             rule):
