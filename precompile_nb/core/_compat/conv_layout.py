@@ -34,8 +34,9 @@ def keeps_eager_layout(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) 
 def layout_optimized(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> bool:
     """Whether Inductor would lay the convolutions of `gm`, compiled as one graph with static
     sizes, out in channels_last: keeps_eager_layout first, then Inductor's own rule on the
-    graph (2.11-2.15: GraphLowering.decide_layout_opt; the functional graph stands for the
-    one AOTAutograd hands it, which has the same convolutions and about as many nodes)."""
+    graph as it decides while precompile lowers (2.11-2.15: GraphLowering.decide_layout_opt,
+    Note [a training step's layout, by torch.compile's rule]; the functional graph stands for
+    the one AOTAutograd hands it, which has the same convolutions and about as many nodes)."""
     from torch._inductor.graph import GraphLowering
 
     if not any(n.op == "call_function" and n.target is torch.ops.aten.convolution.default
@@ -43,10 +44,8 @@ def layout_optimized(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) ->
         return False
     if keeps_eager_layout(gm, example_inputs):
         return False
-    training = training_step_layout(gm)
-    if training is not None:
-        return training
-    return bool(GraphLowering.decide_layout_opt(gm, is_inference=True))
+    with training_steps_by_the_training_rule():
+        return bool(GraphLowering.decide_layout_opt(gm, is_inference=True))
 
 
 def training_step_layout(gm: torch.fx.GraphModule, decide: Any = None) -> bool | None:
