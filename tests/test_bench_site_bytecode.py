@@ -1,0 +1,34 @@
+"""benchmarks/site_bytecode.py: the installed packages a benchmark imports get their bytecode,
+lazily imported submodules too, as pip writes it at install."""
+from __future__ import annotations
+
+import sys
+import types
+
+from benchmarks import site_bytecode
+
+
+def test_the_packages_a_benchmark_imported_from_site_packages_are_compiled_whole(
+        tmp_path, monkeypatch):
+    site, elsewhere = tmp_path / "site", tmp_path / "work"
+    (site / "pkg" / "inner").mkdir(parents=True)
+    elsewhere.mkdir()
+    for f in ("pkg/__init__.py", "pkg/sub.py", "pkg/inner/__init__.py", "single.py"):
+        (site / f).write_text("X = 1\n")
+    (elsewhere / "mine.py").write_text("Y = 2\n")
+    monkeypatch.setattr(site_bytecode.sysconfig, "get_paths",
+                        lambda: {"purelib": str(site), "platlib": str(site)})
+    mods = {"pkg": types.SimpleNamespace(__file__=str(site / "pkg/__init__.py")),
+            "pkg.inner": types.SimpleNamespace(__file__=str(site / "pkg/inner/__init__.py")),
+            "single": types.SimpleNamespace(__file__=str(site / "single.py")),
+            "mine": types.SimpleNamespace(__file__=str(elsewhere / "mine.py")),
+            "builtin": types.SimpleNamespace()}
+    paths = site_bytecode.site_packages_of(mods)
+    assert paths == [str(site / "pkg"), str(site / "single.py")]
+
+    monkeypatch.setattr(sys, "pycache_prefix", None)
+    assert site_bytecode.compile_packages(paths) == 4
+    tag = sys.implementation.cache_tag
+    for pyc in ("pkg/__pycache__/sub", "pkg/inner/__pycache__/__init__", "__pycache__/single"):
+        assert (site / f"{pyc}.{tag}.pyc").exists(), pyc  # sub.py was never imported
+    assert not (elsewhere / "__pycache__").exists()
