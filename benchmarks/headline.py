@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # headline_suite, run as a script or not
-from headline_suite import (cache_read_row, round34_rows, suite_every_mode_rows,  # noqa: E402
-                            suite_runs_row)
+from headline_suite import (cache_read_row, cpu_bytecode_row, round34_rows,  # noqa: E402
+                            round37_rows, suite_every_mode_rows, suite_runs_row)
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
@@ -169,7 +169,8 @@ def gpu_rows() -> list[tuple[str, str, str]]:
                                                        "round 31's 26 steps over round 29's"),
                                           suite_warm_logged_row(
                                               "31", "benchmarks/results/h100_round31/suite"),
-                                          *round32_rows(), *round33_rows(), *round34_rows()]
+                                          *round32_rows(), *round33_rows(), *round34_rows(),
+                                          *round37_rows()]
 
 
 _R15 = "benchmarks/results/h200_round15/cold_call1.json"
@@ -636,13 +637,12 @@ def render() -> str:
     cpu.append(load_paired_row("benchmarks/results/cpu_round33_load/", "93c4346",
                                "round 33, before → after a load stopped importing the package's "
                                "driver"))
-    cpu.append(kernel_reuse_row())
-    cpu.append(precompile_again_row(23))
-    cpu.append(precompile_again_row(25))
+    cpu += [kernel_reuse_row(), precompile_again_row(23), precompile_again_row(25)]
     cpu.append(cpu_vs_ref_row("benchmarks/results/cpu_round13/cold_vs_ref_torch2.14.1.json",
                               "round 13"))
     cpu.append(cpu_vs_ref_row("benchmarks/results/cpu_round14/cold_vs_torch2.14.1.json",
                               "round 14 (ISA probes at once)"))
+    cpu.append(cpu_bytecode_row())
     lines = [
         "# Headline numbers",
         "",

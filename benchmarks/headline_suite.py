@@ -70,3 +70,46 @@ def round34_rows() -> list[tuple[str, str, str]]:
     start five times each in turn (run.py --first-calls 5), the ratio of their medians."""
     return [suite_runs_row("34", (_R34 + "s1/results.json", _R34 + "s2/results.json"), "H100",
                            ", the medians of five first calls of each")]
+
+
+_R37 = "benchmarks/results/h100_round37/"  # torch compiled from source in every process
+
+
+def round37_rows() -> list[tuple[str, str, str]]:
+    """Round 37 (an H100): three runs of the suite's cold starts, each system's imports timed
+    (torch compiled from source in every process on that host, as in rounds 12-36), and the
+    CNN training step's steady state with the training layout rule on and off."""
+    runs = [_workloads(f"{_R37}cold_{k}/results.json") for k in (1, 2, 3)]
+
+    def span(w: str) -> str:
+        r = [run[w]["ratios"]["cold_vs_tc_cold"] for run in runs]
+        return f"{w} {min(r):.2f}-{max(r):.2f}"
+
+    steady = {v: _workloads(f"{_R37}steady_{v}/results.json")["cnn_bn_train"]["seconds"]
+              for v in ("on", "off")}
+    return [("benchmark workloads, round 37, cold: precompile / torch.compile compile + first "
+             "call, its imports timed with it, three runs, smallest-largest (H100; torch, sympy "
+             "and Triton compiled from source in every process on that host, as in rounds 12-36)",
+             ", ".join(span(w) for w in runs[0]), f"{_R37}cold_*/results.json"),
+            ("CNN + BatchNorm training step, round 37, steady step, the training layout rule "
+             "(NCHW) / the rule for inference (channels_last), one run each (H100; eager and "
+             "torch.compile in the same runs in brackets), µs",
+             f"{steady['on']['steady_nb_min'] * 1e6:.0f} / "
+             f"{steady['off']['steady_nb_min'] * 1e6:.0f} (eager "
+             f"{steady['on']['steady_eager_min'] * 1e6:.0f} / "
+             f"{steady['off']['steady_eager_min'] * 1e6:.0f}, torch.compile "
+             f"{steady['on']['steady_tc_min'] * 1e6:.0f} / "
+             f"{steady['off']['steady_tc_min'] * 1e6:.0f})",
+             f"{_R37}steady_on/results.json`, `{_R37}steady_off/results.json")]
+
+
+def cpu_bytecode_row() -> tuple[str, str, str]:
+    """CPU, round 37: a cold start with torch's installed bytecode and with torch compiled
+    from source in every process (the GPU host's condition)."""
+    src = "benchmarks/results/cpu_round37_bytecode/"
+    runs = {v: _workloads(f"{src}{v}/results.json") for v in ("installed", "prefix")}
+    return ("cold precompile / torch.compile cold first call, imports timed, torch's bytecode "
+            "as installed → torch compiled from source in every process, round 37, one run each",
+            ", ".join(f"{w} {runs['installed'][w]['ratios']['cold_vs_tc_cold']:.3f} → "
+                      f"{runs['prefix'][w]['ratios']['cold_vs_tc_cold']:.3f}"
+                      for w in runs["installed"]), src)
