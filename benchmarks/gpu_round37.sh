@@ -13,8 +13,8 @@
 #   bash benchmarks/gpu_round37.sh steady OUT   round 36's `steady` (cnn_bn_train, the rule on/off)
 #   bash benchmarks/gpu_round37.sh moe OUT      gpt-oss's and DeepSeek-V3's training steps with
 #       data guards (round 35 stopped them at the capture before the host-scalar fix)
-# Round 37 ran these with torch's bytecode compiled from source in every process, as rounds
-# 12-36 had it (GPU_SITE_BYTECODE=0, the default here); GPU_SITE_BYTECODE=1 first compiles it
+# Round 37 ran these with torch compiled from source in every process, the host's torch having
+# no bytecode (GPU_SITE_BYTECODE=0, the default here); GPU_SITE_BYTECODE=1 first compiles it
 # once (gpu_env.sh, benchmarks/site_bytecode.py), as an installed torch has it.
 set -uo pipefail
 PART=$1; OUT=$2

@@ -77,7 +77,7 @@ _R37 = "benchmarks/results/h100_round37/"  # torch compiled from source in every
 
 def round37_rows() -> list[tuple[str, str, str]]:
     """Round 37 (an H100): three runs of the suite's cold starts, each system's imports timed
-    (torch compiled from source in every process on that host, as in rounds 12-36), and the
+    (torch compiled from source in every process on that host), and the
     CNN training step's steady state with the training layout rule on and off."""
     runs = [_workloads(f"{_R37}cold_{k}/results.json") for k in (1, 2, 3)]
 
@@ -89,7 +89,7 @@ def round37_rows() -> list[tuple[str, str, str]]:
               for v in ("on", "off")}
     return [("benchmark workloads, round 37, cold: precompile / torch.compile compile + first "
              "call, its imports timed with it, three runs, smallest-largest (H100; torch, sympy "
-             "and Triton compiled from source in every process on that host, as in rounds 12-36)",
+             "and Triton compiled from source in every process on that host)",
              ", ".join(span(w) for w in runs[0]), f"{_R37}cold_*/results.json"),
             ("CNN + BatchNorm training step, round 37, steady step, the training layout rule "
              "(NCHW) / the rule for inference (channels_last), one run each (H100; eager and "
