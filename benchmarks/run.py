@@ -443,6 +443,37 @@ def _python_info(python: str) -> dict | None:
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
+_STACK_BYTECODE = ("import importlib.util as u, os, torch._inductor.compile_fx as c; "
+                   "print(os.path.exists(u.cache_from_source(c.__file__)))")
+
+
+def _bytecode(python: str) -> str:
+    """Bytecode as installed packages have it (pip writes it at install), so that no timed
+    child compiles sources: precompile_nb's (a checkout, PYTHONDONTWRITEBYTECODE: ~50 ms of
+    every CPU load, cpu_round25), and torch's where it has none and none may be written (round
+    37's GPU host: import torch + Inductor 8.7-9.7 s a process, in every cold start). Returns
+    what the run had, for its meta."""
+    if subprocess.run([python, "-m", "compileall", "-q", os.path.join(ROOT, "precompile_nb")],
+                      cwd=ROOT).returncode:
+        log("could not compile precompile_nb's bytecode (a read-only checkout?): its loads "
+            "below include compiling its sources")
+
+    def present() -> bool:
+        p = subprocess.run([python, "-c", _STACK_BYTECODE], capture_output=True, text=True)
+        return p.stdout.strip().endswith("True")
+
+    if present():
+        return "installed"
+    log("torch's bytecode is missing where this Python reads it, and importing did not write "
+        "it: compiling it as an install would (benchmarks/site_bytecode.py)")
+    subprocess.run([python, os.path.join(HERE, "site_bytecode.py")], cwd=ROOT)
+    if present():
+        return "compiled by run.py (site_bytecode.py)"
+    log("torch's bytecode is still missing: every child compiles torch from source, and each "
+        "cold start below includes it")
+    return "none: compiled from source in every process"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -509,13 +540,7 @@ def main(argv: list[str] | None = None) -> int:
         ref_python, ref_info = None, None
     os.makedirs(args.out, exist_ok=True)
     tmp_base = tempfile.mkdtemp(prefix="precompile_nb_bench_")
-    # precompile_nb's bytecode, as an installed package has it (pip writes it at install): a
-    # child that compiled the package's sources (a checkout, PYTHONDONTWRITEBYTECODE) counted
-    # ~50 ms of it in every CPU load (cpu_round25: load 68-82 ms, load()'s own stages 4-12)
-    if subprocess.run([args.python, "-m", "compileall", "-q",
-                       os.path.join(ROOT, "precompile_nb")], cwd=ROOT).returncode:
-        log("could not compile precompile_nb's bytecode (a read-only checkout?): its loads "
-            "below include compiling its sources")
+    bytecode = _bytecode(args.python)
     log(f"device {args.device}, torch {main_info['torch']}, reference: "
         f"{ref_info['torch'] if ref_info else 'none'}; threads {threads or 'default'}; "
         f"workloads {', '.join(names)}")
@@ -526,7 +551,8 @@ def main(argv: list[str] | None = None) -> int:
                  "machine": f"{platform.machine()}, {os.cpu_count()} cores",
                  "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
                  "command": " ".join([os.path.basename(sys.executable), *sys.argv]),
-                 "rounds": args.rounds, "first_calls": args.first_calls},
+                 "rounds": args.rounds, "first_calls": args.first_calls,
+                 "torch_bytecode": bytecode},
         "workloads": {},
     }
     t_all = time.perf_counter()

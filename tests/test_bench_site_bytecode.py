@@ -32,3 +32,35 @@ def test_the_packages_a_benchmark_imported_from_site_packages_are_compiled_whole
     for pyc in ("pkg/__pycache__/sub", "pkg/inner/__pycache__/__init__", "__pycache__/single"):
         assert (site / f"{pyc}.{tag}.pyc").exists(), pyc  # sub.py was never imported
     assert not (elsewhere / "__pycache__").exists()
+
+
+def _bench_run():
+    import importlib.util
+    from pathlib import Path
+    bench = Path(__file__).resolve().parents[1] / "benchmarks"
+    if str(bench) not in sys.path:
+        sys.path.insert(0, str(bench))
+    spec = importlib.util.spec_from_file_location("bench_run_bytecode", bench / "run.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_run_py_compiles_torchs_bytecode_only_where_it_is_missing_and_says_which(monkeypatch):
+    run = _bench_run()
+    for have, after, expected in ((True, True, "installed"),
+                                  (False, True, "compiled by run.py (site_bytecode.py)"),
+                                  (False, False, "none: compiled from source in every process")):
+        calls = []
+        state = {"present": have}
+
+        def fake(cmd, **kw):
+            calls.append(cmd[1] if cmd[1] != "-m" else cmd[2])
+            if cmd[1].endswith("site_bytecode.py"):
+                state["present"] = after
+            return types.SimpleNamespace(returncode=0, stdout=f"{state['present']}\n")
+
+        monkeypatch.setattr(run.subprocess, "run", fake)
+        assert run._bytecode("python") == expected
+        compiled = [c for c in calls if c.endswith("site_bytecode.py")]
+        assert calls[0] == "compileall" and len(compiled) == (0 if have else 1), calls
