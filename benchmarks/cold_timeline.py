@@ -22,7 +22,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from run import run_child  # noqa: E402
+from run import ensure_bytecode, run_child  # noqa: E402
 
 MODES = {"nb": "nb_cold", "tc": "tc_cold"}
 
@@ -145,6 +145,7 @@ def main() -> None:
             print(report(a.summarize, json.load(f)))
         return
     os.makedirs(a.out, exist_ok=True)
+    print(f"torch's bytecode: {ensure_bytecode(sys.executable)}", flush=True)  # as run.py has it
     results: dict = {}
     tmp = tempfile.mkdtemp(prefix="cold_timeline_")
     for k in range(a.repeats):

@@ -447,7 +447,7 @@ _STACK_BYTECODE = ("import importlib.util as u, os, torch._inductor.compile_fx a
                    "print(os.path.exists(u.cache_from_source(c.__file__)))")
 
 
-def _bytecode(python: str) -> str:
+def ensure_bytecode(python: str) -> str:
     """Bytecode as installed packages have it (pip writes it at install), so that no timed
     child compiles sources: precompile_nb's (a checkout, PYTHONDONTWRITEBYTECODE: ~50 ms of
     every CPU load, cpu_round25), and torch's where it has none and none may be written (round
@@ -540,7 +540,7 @@ def main(argv: list[str] | None = None) -> int:
         ref_python, ref_info = None, None
     os.makedirs(args.out, exist_ok=True)
     tmp_base = tempfile.mkdtemp(prefix="precompile_nb_bench_")
-    bytecode = _bytecode(args.python)
+    bytecode = ensure_bytecode(args.python)
     log(f"device {args.device}, torch {main_info['torch']}, reference: "
         f"{ref_info['torch'] if ref_info else 'none'}; threads {threads or 'default'}; "
         f"workloads {', '.join(names)}")

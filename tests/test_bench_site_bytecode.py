@@ -61,6 +61,6 @@ def test_run_py_compiles_torchs_bytecode_only_where_it_is_missing_and_says_which
             return types.SimpleNamespace(returncode=0, stdout=f"{state['present']}\n")
 
         monkeypatch.setattr(run.subprocess, "run", fake)
-        assert run._bytecode("python") == expected
+        assert run.ensure_bytecode("python") == expected
         compiled = [c for c in calls if c.endswith("site_bytecode.py")]
         assert calls[0] == "compileall" and len(compiled) == (0 if have else 1), calls
