@@ -52,3 +52,41 @@ def test_a_cuda_precompile_sets_triton_up_on_its_own_thread_and_computes_what_ea
 def test_the_switch_leaves_tritons_set_up_to_the_lowering():
     got = _run({"PRECOMPILE_NB_TRITON_SETUP": "0"})
     assert got == {"threads": [], "same": True}
+
+
+def test_the_lowerings_key_waits_for_the_threads_hash_instead_of_hashing_triton_again(
+        monkeypatch):
+    """Round 37's finding: the key reached the hash while the thread was still at it and
+    hashed Triton again beside it. Now the hash is computed once, on the thread."""
+    import contextlib
+    import threading
+    import time
+
+    import torch
+    from torch._inductor import codecache
+
+    from precompile_nb.core._compat import compile_pool, lowering_key
+
+    calls, done = [], {}
+
+    def get_system():  # Inductor's own caches after the first call; slow as the real one
+        calls.append((threading.current_thread().name, "value" in done))
+        if "value" not in done:
+            time.sleep(0.5)
+            done["value"] = {"hash": "h"}
+        return done["value"]
+
+    monkeypatch.setattr(codecache.CacheBase, "get_system", staticmethod(get_system))
+    monkeypatch.setattr(torch.cuda, "device", lambda index: contextlib.nullcontext())
+    monkeypatch.setattr(compile_pool, "_HASHED", threading.Event())
+    thread = threading.Thread(target=compile_pool._triton_setup, args=(0,), name="setup")
+    monkeypatch.setattr(compile_pool, "_SETUP", [thread])
+    thread.start()
+    while not calls:  # the thread is inside the hash
+        time.sleep(0.01)
+    gm = torch.fx.symbolic_trace(lambda x: x + 1)
+    lowering_key.graph_and_setting_key(gm, [torch.randn(2)])
+    thread.join(10)
+    assert calls[0] == ("setup", False) and len(calls) > 1, calls  # the key asked too
+    assert all(found for _, found in calls[1:]), calls  # and found the thread's hash
+    assert compile_pool._HASHED.is_set()

@@ -360,7 +360,13 @@ def _end(pool: Any) -> None:
 #   In this order (benchmarks/results/h200_round21, one run each): lowering 0.36 against
 #   0.40 s without the thread, code generation 0.29 against 0.43 s.
 #   PRECOMPILE_NB_TRITON_SETUP=0 (or off, false, no) leaves both to the lowering.
+#   Round 37 (H100, tiny MLP, benchmarks/results/h100_round37/timeline): the lowering's key
+#   (lowering_key.graph_and_setting_key, the first to ask) still reached the hash before the
+#   thread had it, and hashed Triton's sources and its 0.5 GB library again beside the thread
+#   (0.7 s of the main thread). So the key waits for the thread's hash where a thread is at
+#   it (wait_for_triton_hash): at most what hashing again would take, and the work once.
 _SETUP: list[threading.Thread] = []
+_HASHED = threading.Event()  # set when the thread's hash is done (or failed)
 
 
 def _setup_done(timeout: float) -> bool:
@@ -397,7 +403,19 @@ def _triton_setup(device_index: int) -> None:
         from torch.utils._triton import triton_hash_with_backend
 
         with torch.cuda.device(device_index):
-            CacheBase.get_system()  # the hash first: the lowering asks for it before the
-            triton_hash_with_backend()  # code generation asks for the driver
+            try:  # the hash first: the lowering asks for it before the code generation asks
+                CacheBase.get_system()  # for the driver
+            finally:
+                _HASHED.set()
+            triton_hash_with_backend()
     except Exception:  # noqa: BLE001 - only a head start: the lowering does it again and
         pass  # reports what fails there
+    finally:
+        _HASHED.set()
+
+
+def wait_for_triton_hash(timeout: float = 60.0) -> None:
+    """Where Triton's set-up thread is hashing Triton (Note [Triton's set-up while the
+    capture runs]), wait for its hash instead of computing it again beside it."""
+    if _SETUP:
+        _HASHED.wait(timeout)

@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from .compile_pool import wait_for_triton_hash
 from .inductor import inductor_cache_dir
 from .scoped_patch import switched_off
 
@@ -26,6 +27,7 @@ def graph_and_setting_key(gm: torch.fx.GraphModule, fake_inputs: Sequence[Any]) 
     callers: the hints and ranges of the symbols, the guards already taken on them, the CPU's
     vector ISA and thread count. None where Inductor cannot key it (an unpicklable constant
     or custom pass): such a graph is lowered every time."""
+    wait_for_triton_hash()  # the key hashes Triton: once, on the set-up thread where it runs
     try:
         from torch._inductor.codecache import compiled_fx_graph_hash
 
