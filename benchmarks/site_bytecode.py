@@ -6,7 +6,7 @@ usage: python benchmarks/site_bytecode.py [MODULE ...]   (default: torch's compi
 The device machine's torch ships without .pyc files and its environment sets
 PYTHONDONTWRITEBYTECODE=1, so there every fresh process compiled torch, Triton and sympy from
 source: `import torch` and Inductor's compile_fx took 8.7-9.7 s a process on an H100 host
-(round 37, benchmarks/results/h100_round37/), against 4.0-4.3 s on the 2-core development
+(round 37, benchmarks/results/h100_round37/), against 4.0-5.1 s on the 2-core development
 machine whose torch has its bytecode. Both compilers' cold starts carried that, which no user's
 installed torch does. The .pyc files go where Python will look for them: PYTHONPYCACHEPREFIX
 when it is set (gpu_env.sh sets it), else each package's __pycache__.

@@ -82,7 +82,7 @@ def test_the_lowerings_key_waits_for_the_threads_hash_instead_of_hashing_triton_
     thread = threading.Thread(target=compile_pool._triton_setup, args=(0,), name="setup")
     monkeypatch.setattr(compile_pool, "_SETUP", [thread])
     thread.start()
-    while not calls:  # the thread is inside the hash
+    while not calls and thread.is_alive():  # the thread is inside the hash
         time.sleep(0.01)
     gm = torch.fx.symbolic_trace(lambda x: x + 1)
     lowering_key.graph_and_setting_key(gm, [torch.randn(2)])
