@@ -6,6 +6,7 @@ import sys
 import types
 
 from benchmarks import site_bytecode
+from tests.test_bench_first_calls import _run_module  # run.py as a module
 
 
 def test_the_packages_a_benchmark_imported_from_site_packages_are_compiled_whole(
@@ -34,20 +35,8 @@ def test_the_packages_a_benchmark_imported_from_site_packages_are_compiled_whole
     assert not (elsewhere / "__pycache__").exists()
 
 
-def _bench_run():
-    import importlib.util
-    from pathlib import Path
-    bench = Path(__file__).resolve().parents[1] / "benchmarks"
-    if str(bench) not in sys.path:
-        sys.path.insert(0, str(bench))
-    spec = importlib.util.spec_from_file_location("bench_run_bytecode", bench / "run.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def test_run_py_compiles_torchs_bytecode_only_where_it_is_missing_and_says_which(monkeypatch):
-    run = _bench_run()
+    run = _run_module()
     for have, after, expected in ((True, True, "installed"),
                                   (False, True, "compiled by run.py (site_bytecode.py)"),
                                   (False, False, "none: compiled from source in every process")):
