@@ -403,10 +403,8 @@ def _triton_setup(device_index: int) -> None:
         from torch.utils._triton import triton_hash_with_backend
 
         with torch.cuda.device(device_index):
-            try:  # the hash first: the lowering asks for it before the code generation asks
-                CacheBase.get_system()  # for the driver
-            finally:
-                _HASHED.set()
+            CacheBase.get_system()  # the hash first: the lowering asks for it before the
+            _HASHED.set()  # code generation asks for the driver (a failure: set below)
             triton_hash_with_backend()
     except Exception:  # noqa: BLE001 - only a head start: the lowering does it again and
         pass  # reports what fails there
