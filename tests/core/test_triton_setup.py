@@ -90,3 +90,31 @@ def test_the_lowerings_key_waits_for_the_threads_hash_instead_of_hashing_triton_
     assert calls[0] == ("setup", False) and len(calls) > 1, calls  # the key asked too
     assert all(found for _, found in calls[1:]), calls  # and found the thread's hash
     assert compile_pool._HASHED.is_set()
+
+
+def test_while_the_thread_hashes_the_key_takes_the_code_generations_imports(monkeypatch):
+    """Round 38: the key idled while the thread hashed, and the lowering then spent as long
+    importing Inductor's code generation; now those imports fill the wait. Once the hash is
+    done there is nothing to wait for, and the key takes nothing early."""
+    import threading
+
+    from torch._inductor.codegen import common
+
+    from precompile_nb.core._compat import compile_pool
+
+    seen = []
+    monkeypatch.setattr(common, "init_backend_registration",
+                        lambda: seen.append(compile_pool._HASHED.is_set()))
+    hashed = threading.Event()
+    monkeypatch.setattr(compile_pool, "_HASHED", hashed)
+    thread = threading.Thread(target=lambda: None, name="setup")
+    monkeypatch.setattr(compile_pool, "_SETUP", [thread])
+    threading.Timer(0.2, hashed.set).start()  # the thread's hash, done a little later
+    compile_pool.wait_for_triton_hash()
+    assert seen == [False] and hashed.is_set()  # imported while hashing, then waited
+    compile_pool.wait_for_triton_hash()
+    assert seen == [False]  # hash done: nothing taken early
+    monkeypatch.setattr(compile_pool, "_SETUP", [])
+    monkeypatch.setattr(compile_pool, "_HASHED", threading.Event())
+    compile_pool.wait_for_triton_hash()  # no thread (a CPU build, or the switch off)
+    assert seen == [False]

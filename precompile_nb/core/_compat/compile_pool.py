@@ -365,6 +365,12 @@ def _end(pool: Any) -> None:
 #   thread had it, and hashed Triton's sources and its 0.5 GB library again beside the thread
 #   (0.7 s of the main thread). So the key waits for the thread's hash where a thread is at
 #   it (wait_for_triton_hash): at most what hashing again would take, and the work once.
+#   Round 38 (H100, torch's bytecode compiled): the key still waited 0.27 s (tiny MLP) and
+#   0.23 s (the dynamic CNN) for the thread, and right after the wait the lowering spent
+#   0.5 s importing Inductor's code generation (init_backend_registration, the first thing
+#   GraphLowering does). The key now takes those imports while the thread hashes: the same
+#   imports, once, in the time the wait would have idled (hashing reads and digests with
+#   the interpreter's lock released).
 _SETUP: list[threading.Thread] = []
 _HASHED = threading.Event()  # set when the thread's hash is done (or failed)
 
@@ -414,6 +420,20 @@ def _triton_setup(device_index: int) -> None:
 
 def wait_for_triton_hash(timeout: float = 60.0) -> None:
     """Where Triton's set-up thread is hashing Triton (Note [Triton's set-up while the
-    capture runs]), wait for its hash instead of computing it again beside it."""
+    capture runs]), wait for its hash instead of computing it again beside it, taking the
+    code generation's imports meanwhile."""
     if _SETUP:
+        if not _HASHED.is_set():
+            _import_code_generation()  # what the lowering imports next, while the thread hashes
         _HASHED.wait(timeout)
+
+
+def _import_code_generation() -> None:
+    """Inductor's code generation backends, imported and registered as GraphLowering's first
+    step does it (2.11-2.15: once a process, reading no setting the build changes)."""
+    try:
+        from torch._inductor.codegen.common import init_backend_registration
+
+        init_backend_registration()
+    except Exception:  # noqa: BLE001 - only a head start: the lowering imports them itself
+        pass  # and reports what fails there
