@@ -103,6 +103,26 @@ def round37_rows() -> list[tuple[str, str, str]]:
              f"{_R37}steady_on/results.json`, `{_R37}steady_off/results.json")]
 
 
+_R38 = "benchmarks/results/h100_round38/"  # torch's bytecode compiled once a machine
+
+
+def round38_rows() -> list[tuple[str, str, str]]:
+    """Round 38 (an H100, torch's bytecode): four runs of the suite's cold starts, each
+    system's imports timed, and one run of the warm suite (medians of five first calls)."""
+    runs = [_workloads(f"{_R38}cold_{k}/results.json") for k in (1, 2, 3, 4)]
+
+    def span(w: str) -> str:
+        r = sorted(run[w]["ratios"]["cold_vs_tc_cold"] for run in runs)
+        return f"{w} {r[0]:.2f}-{r[-1]:.2f} (median {(r[1] + r[2]) / 2:.2f})"
+
+    return [("benchmark workloads, round 38, cold: precompile / torch.compile compile + first "
+             "call, its imports timed with it, four runs, smallest-largest (H100; torch's "
+             "bytecode compiled, as installed)",
+             ", ".join(span(w) for w in runs[0]), f"{_R38}cold_*/results.json"),
+            suite_runs_row("38", (f"{_R38}suite_1/results.json",), "H100, torch's bytecode",
+                           ", the medians of five first calls of each")]
+
+
 def cpu_bytecode_row() -> tuple[str, str, str]:
     """CPU, round 37: a cold start with torch's installed bytecode and with torch compiled
     from source in every process (the GPU host's condition)."""
