@@ -144,11 +144,7 @@ def build(fn: Callable, *example_inputs: Any, backend: str = "inductor",
     from .schemas import Artifact
 
     with _compat.GLOBAL_LOCK, collector_paused():  # Note [the collector pauses for a build]
-        device = cuda_index(example_inputs) if backend == "inductor" else None
-        if device is not None:
-            _compat.start_compile_workers()  # Note [compile workers start with the capture]
-            _compat.start_triton_setup(device)  # Note [Triton's set-up while the capture runs]
-            pieces.start_workers("cuda")  # Note [piece workers start with the capture]
+        _start_with_the_capture(backend, example_inputs)
         try:
             captured = stage("capture", lambda: capture(fn, example_inputs,
                                                         decompositions=decompositions,
@@ -163,6 +159,21 @@ def build(fn: Callable, *example_inputs: Any, backend: str = "inductor",
         python_entries(python_code) if backend == "inductor" else ())))
     return Artifact(python_code=python_code, cache=cache, captured=captured, lowered=lowered,
                     stage_seconds=tuple(times))
+
+
+def _start_with_the_capture(backend: str, example_inputs: Sequence[Any]) -> None:
+    """What an Inductor build starts before its capture, to run beside it."""
+    if backend != "inductor":
+        return
+    from . import pieces  # Note [a load imports no stage]
+
+    device = cuda_index(example_inputs)
+    if device is not None:
+        _compat.start_compile_workers()  # Note [compile workers start with the capture]
+        _compat.start_triton_setup(device)  # Note [Triton's set-up while the capture runs]
+        pieces.start_workers("cuda")  # Note [piece workers start with the capture]
+    else:
+        _compat.start_triton_setup(None)  # its hash alone, for the lowering's key
 
 
 def on_cuda(inputs: Sequence[Any]) -> bool:

@@ -118,3 +118,53 @@ def test_while_the_thread_hashes_the_key_takes_the_code_generations_imports(monk
     monkeypatch.setattr(compile_pool, "_HASHED", threading.Event())
     compile_pool.wait_for_triton_hash()  # no thread (a CPU build, or the switch off)
     assert seen == [False]
+
+
+_CPU_CHILD = r"""
+import importlib.util, json, threading, torch
+from torch._inductor.codecache import CacheBase
+from precompile_nb import precompile
+from precompile_nb.core._compat import compile_pool
+
+real, askers = CacheBase.get_system, []
+def get_system():  # who computes the hash (cached after the first call, as Inductor's)
+    askers.append(threading.current_thread().name)
+    return real()
+CacheBase.get_system = staticmethod(get_system)
+
+def fn(x, w):
+    return torch.relu(x @ w).sum(dim=1)
+
+x, w = torch.randn(8, 16), torch.randn(16, 4)
+code, cache = precompile(fn, x, w)
+same = torch.allclose(precompile.load(code, cache)(x, w), fn(x, w), atol=1e-5, rtol=1e-5)
+print(json.dumps({"threads": [t.name for t in compile_pool._SETUP], "first": askers[:1],
+                  "triton": importlib.util.find_spec("triton") is not None, "same": bool(same)}))
+"""
+
+
+def _run_cpu(env_extra: dict[str, str]) -> dict:
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, PYTHONPATH=root, CUDA_VISIBLE_DEVICES="", **env_extra)
+    r = subprocess.run([sys.executable, "-c", _CPU_CHILD], env=env, capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_a_cpu_precompile_hashes_triton_on_a_thread_where_triton_is_installed():
+    """With a torch build that installs Triton (the CUDA builds, which run on CPU), the
+    lowering's key hashes Triton on a CPU build too: a thread takes the hash with the
+    capture, and the key finds it. A build without Triton starts nothing."""
+    got = _run_cpu({"PRECOMPILE_NB_LOWERING_REUSE": "1"})  # the store on, as by default
+    assert got["same"]
+    if got["triton"]:  # torch 2.15's leg of the tests: the CUDA build, Triton installed
+        assert got["threads"] == ["precompile_nb-triton-setup"]
+        assert got["first"] == ["precompile_nb-triton-setup"]
+    else:  # the CPU build: no Triton, nothing to hash
+        assert got["threads"] == [] and got["first"] == ["MainThread"]
+
+
+def test_a_cpu_precompile_starts_no_hash_thread_without_the_lowering_store():
+    got = _run_cpu({"PRECOMPILE_NB_LOWERING_REUSE": "0"})
+    assert got["same"] and got["threads"] == []
