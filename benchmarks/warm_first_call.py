@@ -7,7 +7,8 @@ usage: python benchmarks/warm_first_call.py [--device cpu|cuda] [--models a,b] [
 
 Models are the zoo's (`benchmarks/zoo/models.py`), inference (`infer`) under no_grad or, with
 `--workload train`, the training step (forward, loss, backward); default
-timm_mobilenetv3 and timm_efficientnet. Per model, each in a fresh process with empty compiler
+timm_mobilenetv3 and timm_efficientnet. `suite:NAME` is the benchmark suite's workload NAME
+(`benchmarks/workloads.py`, its sizes and grad mode; --size and --workload do not apply). Per model, each in a fresh process with empty compiler
 caches (a new TORCHINDUCTOR_CACHE_DIR, TRITON_CACHE_DIR and TMPDIR):
 
   cold     precompile(fn, model, x); saves the pair; kernels (C++ / Triton), code and cache size
@@ -57,12 +58,18 @@ else:
 """
 
 _PRELUDE = DEVICE_START + r"""
-from zoo import models
-spec = models.build({model!r}, {size!r}, DEVICE)
-W = {workload!r}
-spec.model.train() if W == "train" else spec.model.eval()
-fn, args = spec.fns[W], (spec.model, *spec.args[W])
-grad = torch.enable_grad if W == "train" else torch.no_grad
+if {model!r}.startswith("suite:"):  # a benchmark workload (workloads.py), its own sizes
+    import workloads
+    w = workloads.build({model!r}[len("suite:"):], DEVICE)
+    fn, args = w.fn, w.args
+    grad = torch.no_grad if w.inference else torch.enable_grad
+else:
+    from zoo import models
+    spec = models.build({model!r}, {size!r}, DEVICE)
+    W = {workload!r}
+    spec.model.train() if W == "train" else spec.model.eval()
+    fn, args = spec.fns[W], (spec.model, *spec.args[W])
+    grad = torch.enable_grad if W == "train" else torch.no_grad
 WORK = {work!r}
 
 def sync():
@@ -301,7 +308,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="warm1st_work_") as tmp_root:
         work_root = os.path.join(args.out, "work") if args.out else tmp_root  # pairs kept
         for model in [m for m in args.models.split(",") if m]:
-            work = os.path.join(work_root, model)
+            work = os.path.join(work_root, model.replace(":", "_"))
             os.makedirs(work, exist_ok=True)
             results[model] = measure(model, work, args)
     text = (f"# warm load + first call vs eager's first call ({args.device}, {args.size}, "
