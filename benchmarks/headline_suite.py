@@ -28,13 +28,15 @@ def suite_runs_row(round_: str, srcs: tuple[str, ...], card: str,
 
     def span(w: str) -> str:
         nb, eager = ms[w]
+        if len(runs) == 1:
+            return f"{w} {ratio[w][0]:.2f} ({nb[0]:.0f} / {eager[0]:.0f})"
         return (f"{w} {min(ratio[w]):.2f}-{max(ratio[w]):.2f} ({min(nb):.0f}-{max(nb):.0f} / "
                 f"{min(eager):.0f}-{max(eager):.0f})")
 
     return (f"benchmark workloads, round {round_}: load with the cache + first call / eager's "
             f"own first call, fresh processes, each run on its own{samples} ({card}; "
-            "cnn_dynamic_infer: batch marked dynamic; smallest-largest over the runs, ms in "
-            "brackets)",
+            "cnn_dynamic_infer: batch marked dynamic; "
+            f"{'smallest-largest over the runs, ' if len(runs) > 1 else ''}ms in brackets)",
             f"all within 1.1x in {whole} of {len(runs)} runs; " + ", ".join(map(span, names)),
             "`, `".join(srcs))
 
