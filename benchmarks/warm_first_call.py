@@ -8,8 +8,9 @@ usage: python benchmarks/warm_first_call.py [--device cpu|cuda] [--models a,b] [
 Models are the zoo's (`benchmarks/zoo/models.py`), inference (`infer`) under no_grad or, with
 `--workload train`, the training step (forward, loss, backward); default
 timm_mobilenetv3 and timm_efficientnet. `suite:NAME` is the benchmark suite's workload NAME
-(`benchmarks/workloads.py`, its sizes and grad mode; --size and --workload do not apply). Per model, each in a fresh process with empty compiler
-caches (a new TORCHINDUCTOR_CACHE_DIR, TRITON_CACHE_DIR and TMPDIR):
+(`benchmarks/workloads.py`, its sizes and grad mode; --size and --workload do not apply).
+Per model, each in a fresh process with empty compiler caches (a new TORCHINDUCTOR_CACHE_DIR,
+TRITON_CACHE_DIR and TMPDIR):
 
   cold     precompile(fn, model, x); saves the pair; kernels (C++ / Triton), code and cache size
   eager    the model's first call, then its second (the first pays what any first call does:

@@ -33,10 +33,10 @@ print(json.dumps({"threads": threads, "same": bool(same)}))
 """
 
 
-def _run(env_extra: dict[str, str]) -> dict:
+def _run(env_extra: dict[str, str], child: str = _CHILD) -> dict:
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = dict(os.environ, PYTHONPATH=root, **env_extra)
-    r = subprocess.run([sys.executable, "-c", _CHILD], env=env, capture_output=True, text=True,
+    r = subprocess.run([sys.executable, "-c", child], env=env, capture_output=True, text=True,
                        timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     return json.loads(r.stdout.strip().splitlines()[-1])
@@ -144,12 +144,7 @@ print(json.dumps({"threads": [t.name for t in compile_pool._SETUP], "first": ask
 
 
 def _run_cpu(env_extra: dict[str, str]) -> dict:
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env = dict(os.environ, PYTHONPATH=root, CUDA_VISIBLE_DEVICES="", **env_extra)
-    r = subprocess.run([sys.executable, "-c", _CPU_CHILD], env=env, capture_output=True,
-                       text=True, timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    return _run({"CUDA_VISIBLE_DEVICES": "", **env_extra}, child=_CPU_CHILD)
 
 
 def test_a_cpu_precompile_hashes_triton_on_a_thread_where_triton_is_installed():
