@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
@@ -33,7 +34,8 @@ print(json.dumps({"threads": threads, "same": bool(same)}))
 """
 
 
-def _run(env_extra: dict[str, str], child: str = _CHILD) -> dict:
+def _run(env_extra: dict[str, str], child: str = _CHILD) -> Any:
+    """The child's last line of output, read as JSON."""
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = dict(os.environ, PYTHONPATH=root, **env_extra)
     r = subprocess.run([sys.executable, "-c", child], env=env, capture_output=True, text=True,
@@ -107,16 +109,20 @@ def test_while_the_thread_hashes_the_key_takes_the_code_generations_imports(monk
                         lambda: seen.append(compile_pool._HASHED.is_set()))
     hashed = threading.Event()
     monkeypatch.setattr(compile_pool, "_HASHED", hashed)
-    thread = threading.Thread(target=lambda: None, name="setup")
+    thread = threading.Thread(target=hashed.wait, name="setup")  # alive until it has hashed
     monkeypatch.setattr(compile_pool, "_SETUP", [thread])
+    thread.start()
     threading.Timer(0.2, hashed.set).start()  # the thread's hash, done a little later
     compile_pool.wait_for_triton_hash()
     assert seen == [False] and hashed.is_set()  # imported while hashing, then waited
+    thread.join(10)
     compile_pool.wait_for_triton_hash()
     assert seen == [False]  # hash done: nothing taken early
-    monkeypatch.setattr(compile_pool, "_SETUP", [])
     monkeypatch.setattr(compile_pool, "_HASHED", threading.Event())
-    compile_pool.wait_for_triton_hash()  # no thread (a CPU build, or the switch off)
+    compile_pool.wait_for_triton_hash()  # a thread that is gone without its hash (in a forked
+    assert seen == [False]  # child): nothing to wait for, the key hashes itself
+    monkeypatch.setattr(compile_pool, "_SETUP", [])
+    compile_pool.wait_for_triton_hash()  # no thread (the switch off, or no Triton)
     assert seen == [False]
 
 
@@ -163,3 +169,34 @@ def test_a_cpu_precompile_hashes_triton_on_a_thread_where_triton_is_installed():
 def test_a_cpu_precompile_starts_no_hash_thread_without_the_lowering_store():
     got = _run_cpu({"PRECOMPILE_NB_LOWERING_REUSE": "0"})
     assert got["same"] and got["threads"] == []
+
+
+_FORK_CHILD = r"""
+import os, signal, torch
+from precompile_nb import precompile, PrecompileError
+
+def refused(x):  # a branch on data: refused at the capture, early
+    return x.nonzero().sum() if x.sum() > 0 else x
+
+try:
+    precompile(refused, torch.randn(4))
+except PrecompileError:
+    pass
+pid = os.fork()  # as a data loader's workers are made
+if pid == 0:
+    signal.alarm(240)  # a child that hangs ends, and says so in its status
+    code, cache = precompile(lambda x: torch.relu(x) + 1, torch.randn(4))
+    x = torch.randn(4)
+    os._exit(0 if torch.equal(precompile.load(code, cache)(x), torch.relu(x) + 1) else 3)
+_, status = os.waitpid(pid, 0)
+print(status)  # the last line, as JSON: the child's wait status
+"""
+
+
+def test_a_process_forked_after_a_refused_precompile_can_precompile():
+    """A precompile refused at the capture returns only once Triton's set-up thread is done:
+    a fork right after it copied the thread's held lock, and the child's precompile hung
+    (torch 2.15 on CPU, where the thread hashes Triton)."""
+    status = _run({"PRECOMPILE_NB_LOWERING_REUSE": "1", "CUDA_VISIBLE_DEVICES": ""},
+                  child=_FORK_CHILD)
+    assert status == 0  # the child precompiled, loaded, and matched eager

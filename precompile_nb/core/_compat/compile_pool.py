@@ -155,9 +155,11 @@ _SIDECAR: list[Any] = []  # the sidecar _start_sidecar started for the build und
 def end_build_workers() -> None:
     """At a build's end: the workers forked for it (Note [compile workers forked for a build])
     and a sidecar started for it that is not ready yet (Note [an unready sidecar ends with the
-    build]) end."""
+    build]) end, and Triton's set-up thread is done (Note [Triton's set-up while the capture
+    runs]: no fork after precompile copies it halfway through an import)."""
     stop_forked_workers()
     stop_unready_sidecar()
+    _setup_done(timeout=60.0)
 
 
 def stop_unready_sidecar() -> bool:
@@ -376,6 +378,12 @@ def _end(pool: Any) -> None:
 #   Triton too: 0.38 s of the tiny MLP's CPU precompile on torch 2.15 on the 2-core
 #   development machine, on the main thread. A CPU precompile starts a thread for the hash
 #   alone, where the lowering store is on (without it nothing on a CPU lowering asks).
+#   The thread ends with the build (end_build_workers joins it): a precompile refused at the
+#   capture used to leave it hashing, and a process forked then (a data loader's workers)
+#   copies no thread but whatever lock it held: on torch 2.15 on CPU, a refused precompile,
+#   a fork, and a precompile in the child hung the child (over 300 s; with the thread
+#   switched off, 7.6 s). A successful build has waited for the hash already. And the key
+#   waits only for a thread that is alive (none is in a forked child).
 _SETUP: list[threading.Thread] = []
 _HASHED = threading.Event()  # set when the thread's hash is done (or failed)
 _STARTED: set[str] = set()  # "hash" (a CPU build's thread), "cuda" (the whole set-up)
@@ -439,9 +447,8 @@ def wait_for_triton_hash(timeout: float = 60.0) -> None:
     """Where Triton's set-up thread is hashing Triton (Note [Triton's set-up while the
     capture runs]), wait for its hash instead of computing it again beside it, taking the
     code generation's imports meanwhile."""
-    if _SETUP:
-        if not _HASHED.is_set():
-            _import_code_generation()  # what the lowering imports next, while the thread hashes
+    if not _HASHED.is_set() and any(t.is_alive() for t in _SETUP):
+        _import_code_generation()  # what the lowering imports next, while the thread hashes
         _HASHED.wait(timeout)
 
 
