@@ -4,6 +4,7 @@ the older rows of benchmarks/headline.py took the fastest sample of several runs
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -114,8 +115,8 @@ def round38_rows() -> list[tuple[str, str, str]]:
     runs = [_workloads(f"{_R38}cold_{k}/results.json") for k in (1, 2, 3, 4)]
 
     def span(w: str) -> str:
-        r = sorted(run[w]["ratios"]["cold_vs_tc_cold"] for run in runs)
-        return f"{w} {r[0]:.2f}-{r[-1]:.2f} (median {(r[1] + r[2]) / 2:.2f})"
+        r = [run[w]["ratios"]["cold_vs_tc_cold"] for run in runs]
+        return f"{w} {min(r):.2f}-{max(r):.2f} (median {statistics.median(r):.2f})"
 
     return [("benchmark workloads, round 38, cold: precompile / torch.compile compile + first "
              "call, its imports timed with it, four runs, smallest-largest (H100; torch's "

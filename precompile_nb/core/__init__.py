@@ -172,7 +172,7 @@ def _start_with_the_capture(backend: str, example_inputs: Sequence[Any]) -> None
         _compat.start_compile_workers()  # Note [compile workers start with the capture]
         _compat.start_triton_setup(device)  # Note [Triton's set-up while the capture runs]
         pieces.start_workers("cuda")  # Note [piece workers start with the capture]
-    else:
+    elif _compat.lowering_reuse_on():  # no lowering store, no key: nothing hashes Triton
         _compat.start_triton_setup(None)  # its hash alone, for the lowering's key
 
 

@@ -98,7 +98,8 @@ _LAZY_NAMES: dict[str, tuple[str, ...]] = {
                "load_module", "warm_inductor"),
     "triton_store": ("keeping_triton_kernels", "triton_store_dir"),
     "batch_norm": ("batch_norm_writes_unsaid",),
-    "lowering_key": ("graph_and_setting_key", "lowering_store_dir", "captured_records_on"),
+    "lowering_key": ("graph_and_setting_key", "lowering_reuse_on", "lowering_store_dir",
+                     "captured_records_on"),
     "realdata": (
         "Decision", "assume_nonnegative_bounds", "fake_with_real_values", "forget_real_values",
         "real_values",

@@ -400,15 +400,12 @@ def _setup_done(timeout: float) -> bool:
 def start_triton_setup(device_index: int | None) -> bool:
     """Start Triton's per-process set-up on a thread (Note [Triton's set-up while the
     capture runs]); for a CPU build (`device_index` None) only the hash, which the
-    lowering's key asks for where Triton is installed. False where it was started before,
-    is switched off, or (CPU) nothing would ask for the hash."""
+    lowering's key asks for where Triton is installed (the caller starts it only where a
+    lowering is keyed). False where it was started before, or is switched off."""
     kind = "hash" if device_index is None else "cuda"
-    if kind in _STARTED or (kind == "hash" and _STARTED) or \
+    if "cuda" in _STARTED or (kind == "hash" and _STARTED) or \
             switched_off("PRECOMPILE_NB_TRITON_SETUP"):
         return False  # once a process (the hash of a CPU build's thread serves a CUDA one)
-    if kind == "hash" and (switched_off("PRECOMPILE_NB_LOWERING_REUSE")
-                           or switched_off("PRECOMPILE_NB_KERNEL_REUSE")):
-        return False  # no lowering store, no key: a CPU lowering does not hash Triton
     try:  # imported here first, so that the thread only finds them (no two threads importing
         import torch._inductor.codecache  # noqa: F401 - one module tree at once)
         import torch.utils._triton  # noqa: F401

@@ -65,13 +65,21 @@ def _cpu_state() -> str:
                      os.environ.get("ATEN_CPU_CAPABILITY", ""), str(torch.get_num_threads())))
 
 
+def lowering_reuse_on() -> bool:
+    """Whether a precompile may take an earlier lowering whole (Note [a lowering made once]):
+    off with PRECOMPILE_NB_LOWERING_REUSE=0, or PRECOMPILE_NB_KERNEL_REUSE=0 (no kernel an
+    earlier precompile made is taken). Where it is off, nothing keys a lowering."""
+    return not (switched_off("PRECOMPILE_NB_LOWERING_REUSE")
+                or switched_off("PRECOMPILE_NB_KERNEL_REUSE"))
+
+
 def lowering_store_dir() -> str | None:
     """Where whole lowerings are kept for this torch build, C++ compiler and Triton (Note [a
     lowering made once]), or None where reuse is off (PRECOMPILE_NB_LOWERING_REUSE=0, or
     PRECOMPILE_NB_KERNEL_REUSE=0: no kernel an earlier precompile made is taken) or no compiler
     version can be read. Call it outside private_compile_cache (it names Inductor's own cache
     dir)."""
-    if switched_off("PRECOMPILE_NB_LOWERING_REUSE") or switched_off("PRECOMPILE_NB_KERNEL_REUSE"):
+    if not lowering_reuse_on():
         return None
     try:
         from torch._inductor.cpp_builder import get_compiler_version_info, get_cpp_compiler
