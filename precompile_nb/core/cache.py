@@ -26,7 +26,7 @@ import struct
 import sys
 import tempfile
 import threading
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 
 from . import _compat
 from .errors import PrecompileError
@@ -123,18 +123,24 @@ def _field(header: dict, key: str, kind: type) -> object:
     return value
 
 
-class CacheTag(NamedTuple):
+class CacheTag:
     """The integrity tag at the head of a cache envelope (invariant 7). Here, not in
     schemas.py with the stages' records: every load reads it, and a load imports no stage's
-    record (Note [a load imports no stage])."""
+    record (Note [a load imports no stage]). A plain class, as warm._Calls says."""
 
-    format: str
-    version: int
-    backend: str
-    torch: str  # torch build id
-    code_hash: str  # sha256 of python_code
-    n_files: int
-    payload_bytes: int
+    __slots__ = ("format", "version", "backend", "torch", "code_hash", "n_files",
+                 "payload_bytes")
+
+    def __init__(self, *, format: str, version: int, backend: str, torch: str, code_hash: str,
+                 n_files: int, payload_bytes: int) -> None:
+        self.format, self.version, self.backend = format, version, backend
+        self.torch = torch  # torch build id
+        self.code_hash = code_hash  # sha256 of python_code
+        self.n_files, self.payload_bytes = n_files, payload_bytes
+
+    def __repr__(self) -> str:
+        return (f"CacheTag(backend={self.backend!r}, torch={self.torch!r}, "
+                f"code_hash={self.code_hash[:16]!r}, n_files={self.n_files})")
 
 
 def read_tag(cache: bytes) -> tuple[CacheTag, dict]:

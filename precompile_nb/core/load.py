@@ -44,7 +44,7 @@ import types
 import warnings
 import weakref
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 from ..collector import collector_paused
 from ..runtime.artifact_format import ARTIFACT_FORMAT, ARTIFACT_VERSION, META_NAME
@@ -359,16 +359,17 @@ def _read_artifact(python_code: str, envelope: _Envelope | None,
     return tree, meta, _warm_record(tree)
 
 
-class _Installed(NamedTuple):
-    """What the cache puts in place: the relative paths of its inductor and triton files (empty
-    when it is not used), why not when it is not, and its verified files (installed after
-    the plan, Note [install what is read])."""
+class _Installed:
+    """What the cache puts in place: its inductor and triton files' relative paths (empty when
+    unused), why not when unused, its verified files (installed after the plan, Note [install
+    what is read]), python_code's bytecode (Note [bytecode in the cache])."""
 
-    inductor: set[str]
-    triton: set[str]
-    why_not: str
-    files: Sequence[tuple[str, str, Any]] = ()
-    bytecode: Any = None  # python_code compiled by this Python (Note [bytecode in the cache])
+    __slots__ = ("inductor", "triton", "why_not", "files", "bytecode")
+
+    def __init__(self, inductor: set[str], triton: set[str], why_not: str,
+                 files: Sequence[tuple[str, str, Any]] = (), bytecode: Any = None) -> None:
+        self.inductor, self.triton, self.why_not = inductor, triton, why_not
+        self.files, self.bytecode = files, bytecode
 
 
 # Note [a load imports no driver]
@@ -400,8 +401,7 @@ class _Installed(NamedTuple):
 
 class _Envelope:
     """A cache read ahead of the text (Note [the literals in the cache]): its tag, which names
-    python_code, its verified files, and the (metadata, warm record) it holds, or None. (A
-    plain class: a NamedTuple costs ~0.1 ms to make when a load imports this module.)"""
+    python_code, its verified files, and the (metadata, warm record) it holds, or None."""
 
     __slots__ = ("tag", "files", "literals")
 

@@ -47,7 +47,7 @@ import keyword
 import os
 import types
 from collections.abc import Callable, Mapping
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 
 from . import _compat
 
@@ -167,35 +167,49 @@ def _cubins_by_hash(files: tuple[tuple[str, str, bytes], ...]) -> dict[str, str]
 # ---- at load ------------------------------------------------------------------------------------
 
 
-class _Calls(NamedTuple):
-    """What the graph section of python_code asks of torch._inductor (and Triton)."""
+class _Calls:
+    """What the graph section of python_code asks of torch._inductor (and Triton). (Plain
+    classes here, in load.py and cache.py: a NamedTuple costs ~0.3 ms to make when a load
+    imports its module, on the 2-core development machine.)"""
 
-    imports: list[tuple[str, tuple[str, ...]]]  # (module, names) of every torch._inductor import
-    # (variable, kernel_digest, argtypes, source) per cpp_pybinding call
-    cpp: list[tuple[str, str, list[str] | None, str | None]]
-    uses: set[str]  # attributes read off `async_compile`
-    externs: set[str]  # attributes read off `extern_kernels`
-    # (variable, triton_digest, kernel name, source) per triton call
-    triton: list[tuple[str, str, str | None, str | None]]
-    triton_used: set[str]  # `triton` / `tl` read anywhere but their imports
-    called: set[str]  # of _MARKERS, those called as functions
+    __slots__ = ("imports", "cpp", "uses", "externs", "triton", "triton_used", "called")
+
+    def __init__(self, imports: list[tuple[str, tuple[str, ...]]],
+                 cpp: list[tuple[str, str, list[str] | None, str | None]], uses: set[str],
+                 externs: set[str], triton: list[tuple[str, str, str | None, str | None]],
+                 triton_used: set[str], called: set[str]) -> None:
+        self.imports = imports  # (module, names) of every torch._inductor import
+        # (variable, kernel_digest, argtypes, source) per cpp_pybinding call
+        self.cpp = cpp
+        self.uses = uses  # attributes read off `async_compile`
+        self.externs = externs  # attributes read off `extern_kernels`
+        # (variable, triton_digest, kernel name, source) per triton call
+        self.triton = triton
+        self.triton_used = triton_used  # `triton` / `tl` read anywhere but their imports
+        self.called = called  # of _MARKERS, those called as functions
 
     # (argtypes and sources are None in a _Calls read back from _PC_WARM["module"])
 
 
-class WarmPlan(NamedTuple):
+class WarmPlan:
     """How load runs python_code: "warm" (no compiler; `imports` answers the module's
     torch._inductor imports) or "compile" (Inductor as usual), and why. `needs`: the cache
     files (root, relative path) the warm path reads, the only ones load installs for it
     (Note [install what is read])."""
 
-    path: Literal["warm", "compile"]
-    reason: str
-    imports: dict[str, dict[str, Any]] | None
-    needs: frozenset[tuple[str, str]] = frozenset()
-    # the cubins load hands the warm path as bytes instead of installing them, by relative
-    # path (Note [cubins from memory] in load.py); filled by load before the module runs
-    cubins: dict[str, Any] | None = None
+    __slots__ = ("path", "reason", "imports", "needs", "cubins")
+
+    def __init__(self, path: Literal["warm", "compile"], reason: str,
+                 imports: dict[str, dict[str, Any]] | None,
+                 needs: frozenset[tuple[str, str]] = frozenset(),
+                 cubins: dict[str, Any] | None = None) -> None:
+        self.path, self.reason, self.imports, self.needs = path, reason, imports, needs
+        # the cubins load hands the warm path as bytes instead of installing them, by relative
+        # path (Note [cubins from memory] in load.py); filled by load before the module runs
+        self.cubins = cubins
+
+    def __repr__(self) -> str:
+        return f"WarmPlan(path={self.path!r}, reason={self.reason!r})"
 
 
 def _scan(body: list[ast.stmt]) -> _Calls:
