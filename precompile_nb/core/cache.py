@@ -290,7 +290,9 @@ def install(files: list[tuple[str, str, bytes | memoryview]], device_index: int,
     rename, so a concurrent reader sees the whole file or none; a file already there with
     the same bytes is left alone, one with other bytes is replaced). Returns (written,
     already present)."""
-    roots = {"inductor": _compat.light_inductor_cache_dir()}  # no compiler import
+    roots: dict[str, str] = {}  # each only where a file goes (no compiler import either way)
+    if any(r == "inductor" for r, _, _ in files):
+        roots["inductor"] = _compat.light_inductor_cache_dir()
     if any(r == "triton" for r, _, _ in files):
         roots["triton"] = _compat.triton_cache_dir(device_index)
     written = present = 0

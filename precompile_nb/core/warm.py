@@ -317,7 +317,9 @@ def plan(graph: list[ast.stmt] | _Calls, warm: Any, *, cache_used: bool, no_cach
                 if isinstance(k, dict)}
     externs = warm.get("extern_kernels")
     externs = externs if isinstance(externs, dict) else {}
-    root = _compat.light_inductor_cache_dir()
+    # the cache dir only where a C++ kernel is read from it: finding the default one imports
+    # getpass and probes the temporary dir (~0.8 ms, and no CUDA graph has a C++ kernel)
+    root = _compat.light_inductor_cache_dir() if calls.cpp else ""
     binaries: dict[str, tuple[str, str]] = {}
     for name, digest, _, _ in calls.cpp:
         rel = recorded.get(digest)
