@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # headline_suite, run as a script or not
-from headline_suite import (cache_read_row, cpu_bytecode_row, round34_rows,  # noqa: E402
-                            round37_rows, round38_rows, suite_every_mode_rows, suite_runs_row)
+from headline_suite import (cache_read_row, cpu_bytecode_row, later_gpu_rows,  # noqa: E402
+                            round34_rows, suite_every_mode_rows, suite_runs_row)
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
@@ -170,7 +170,7 @@ def gpu_rows() -> list[tuple[str, str, str]]:
                                           suite_warm_logged_row(
                                               "31", "benchmarks/results/h100_round31/suite"),
                                           *round32_rows(), *round33_rows(), *round34_rows(),
-                                          *round37_rows(), *round38_rows()]
+                                          *later_gpu_rows()]
 
 
 _R15 = "benchmarks/results/h200_round15/cold_call1.json"

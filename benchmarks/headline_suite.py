@@ -126,6 +126,32 @@ def round38_rows() -> list[tuple[str, str, str]]:
                            ", the medians of five first calls of each")]
 
 
+_R39 = "benchmarks/results/h100_round39/"
+
+
+def round39_rows() -> list[tuple[str, str, str]]:
+    """Round 39 (another H100, torch's bytecode): one whole run of the suite's cold starts and
+    four more of the CNN training step's, and one run of the warm suite."""
+    one = _workloads(f"{_R39}cold_1/results.json")
+    cnn = [one["cnn_bn_train"]] + [_workloads(f"{_R39}cnn_{k}/results.json")["cnn_bn_train"]
+                                   for k in (1, 2, 3, 4)]
+    r = [w["ratios"]["cold_vs_tc_cold"] for w in cnn]
+    cells = [f"{w} {one[w]['ratios']['cold_vs_tc_cold']:.2f}" for w in one if w != "cnn_bn_train"]
+    cells.append(f"cnn_bn_train {min(r):.2f}-{max(r):.2f} over {len(r)} runs (median "
+                 f"{statistics.median(r):.2f})")
+    return [("benchmark workloads, round 39, cold: precompile / torch.compile compile + first "
+             "call, its imports timed with it, one run (cnn_bn_train: five), smallest-largest "
+             "(H100 slower than round 38's: both cold starts 1.2-1.5x longer; torch's bytecode)",
+             ", ".join(cells), f"{_R39}cold_1/results.json`, `{_R39}cnn_*/results.json"),
+            suite_runs_row("39", (f"{_R39}suite_1/results.json",), "H100, torch's bytecode",
+                           ", the medians of five first calls of each")]
+
+
+def later_gpu_rows() -> list[tuple[str, str, str]]:
+    """The GPU rows of rounds 37 on, in order."""
+    return [*round37_rows(), *round38_rows(), *round39_rows()]
+
+
 def cpu_bytecode_row() -> tuple[str, str, str]:
     """CPU, round 37: a cold start with torch's installed bytecode and with torch compiled
     from source in every process (the GPU host's condition)."""
