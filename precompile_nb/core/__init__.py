@@ -168,9 +168,9 @@ def _start_with_the_capture(backend: str, example_inputs: Sequence[Any]) -> None
     from . import pieces  # Note [a load imports no stage]
 
     device = cuda_index(example_inputs)
-    if device is not None:
-        _compat.start_compile_workers()  # Note [compile workers start with the capture]
+    if device is not None:  # Triton's hash first: it runs beside the pool's imports
         _compat.start_triton_setup(device)  # Note [Triton's set-up while the capture runs]
+        _compat.start_compile_workers()  # Note [compile workers start with the capture]
         pieces.start_workers("cuda")  # Note [piece workers start with the capture]
     elif _compat.lowering_reuse_on():  # no lowering store, no key: nothing hashes Triton
         _compat.start_triton_setup(None)  # its hash alone, for the lowering's key

@@ -81,6 +81,10 @@ def test_the_lowerings_key_waits_for_the_threads_hash_instead_of_hashing_triton_
     monkeypatch.setattr(codecache.CacheBase, "get_system", staticmethod(get_system))
     monkeypatch.setattr(torch.cuda, "device", lambda index: contextlib.nullcontext())
     monkeypatch.setattr(compile_pool, "_HASHED", threading.Event())
+    go = threading.Event()
+    go.set()  # the imports done
+    monkeypatch.setattr(compile_pool, "_GO", go)
+    monkeypatch.setattr(compile_pool, "_IMPORTED", [True])
     thread = threading.Thread(target=compile_pool._triton_setup, args=(0,), name="setup")
     monkeypatch.setattr(compile_pool, "_SETUP", [thread])
     thread.start()
@@ -124,6 +128,43 @@ def test_while_the_thread_hashes_the_key_takes_the_code_generations_imports(monk
     monkeypatch.setattr(compile_pool, "_SETUP", [])
     compile_pool.wait_for_triton_hash()  # no thread (the switch off, or no Triton)
     assert seen == [False]
+
+
+def test_the_thread_hashes_triton_while_the_caller_imports_inductor(monkeypatch):
+    """Round 39: the thread started after Inductor's imports, though Triton's hash (the
+    largest part) needs none of them; now it hashes while the caller imports them, and
+    takes the rest (Inductor's key, which needs them) once they are done."""
+    import threading
+
+    from torch._inductor import codecache
+
+    from precompile_nb.core._compat import compile_pool
+
+    log, began, done = [], threading.Event(), threading.Event()
+
+    def key():  # Triton's hash, slow as the real one
+        log.append("hash begins")
+        began.set()
+        done.wait(5)
+        log.append("hash ends")
+
+    def imports():  # the caller's imports of Inductor's caches
+        began.wait(5)
+        log.append("imports")
+        done.set()
+        return True
+
+    monkeypatch.setattr(compile_pool, "_triton_key", lambda: key)
+    monkeypatch.setattr(compile_pool, "_import_for_setup", imports)
+    monkeypatch.setattr(codecache.CacheBase, "get_system",
+                        staticmethod(lambda: log.append("inductor's key") or {}))
+    for name, value in (("_STARTED", set()), ("_SETUP", []), ("_HASHED", threading.Event()),
+                        ("_GO", threading.Event()), ("_IMPORTED", [])):
+        monkeypatch.setattr(compile_pool, name, value)
+    monkeypatch.delenv("PRECOMPILE_NB_TRITON_SETUP", raising=False)
+    assert compile_pool.start_triton_setup(None)
+    assert compile_pool._setup_done(10)
+    assert log == ["hash begins", "imports", "hash ends", "inductor's key"], log
 
 
 _CPU_CHILD = r"""

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from .scoped_patch import switched_off
@@ -373,6 +374,14 @@ def _end(pool: Any) -> None:
 #   GraphLowering does). The key now takes those imports while the thread hashes: the same
 #   imports, once, in the time the wait would have idled (hashing reads and digests with
 #   the interpreter's lock released).
+#   Round 39 (a slower H100): the tiny MLP's key still waited 0.41 s after those imports.
+#   The thread started only after Inductor's own imports (~1 s, torch._inductor.codecache),
+#   which it needs for the key's last steps, not for Triton's hash (triton_key, most of the
+#   time: 0.77 s of it on torch 2.15's Triton on the development machine). So the thread
+#   now starts first, with Triton alone imported (0.15 s; the hash then imports nothing
+#   more, checked on torch 2.15's Triton: every package it walks is imported by then), and
+#   hashes while this thread imports Inductor's caches and the compile pool; it takes the
+#   rest once those imports are done (_GO), so that no two threads import one module tree.
 #   A CPU precompile keys its lowering the same way, and with a torch build that installs
 #   Triton (the CUDA builds, which pip gives by default and which run on CPU) that key hashes
 #   Triton too: 0.38 s of the tiny MLP's CPU precompile on torch 2.15 on the 2-core
@@ -386,6 +395,8 @@ def _end(pool: Any) -> None:
 #   waits only for a thread that is alive (none is in a forked child).
 _SETUP: list[threading.Thread] = []
 _HASHED = threading.Event()  # set when the thread's hash is done (or failed)
+_GO = threading.Event()  # set when start_triton_setup has imported what the thread uses next
+_IMPORTED: list[bool] = []  # whether those imports succeeded
 _STARTED: set[str] = set()  # "hash" (a CPU build's thread), "cuda" (the whole set-up)
 
 
@@ -401,28 +412,62 @@ def start_triton_setup(device_index: int | None) -> bool:
     """Start Triton's per-process set-up on a thread (Note [Triton's set-up while the
     capture runs]); for a CPU build (`device_index` None) only the hash, which the
     lowering's key asks for where Triton is installed (the caller starts it only where a
-    lowering is keyed). False where it was started before, or is switched off."""
+    lowering is keyed). False where it was started before, or is switched off. Imports
+    Inductor's caches here while the thread hashes Triton's files."""
     kind = "hash" if device_index is None else "cuda"
     if "cuda" in _STARTED or (kind == "hash" and _STARTED) or \
             switched_off("PRECOMPILE_NB_TRITON_SETUP"):
         return False  # once a process (the hash of a CPU build's thread serves a CUDA one)
-    try:  # imported here first, so that the thread only finds them (no two threads importing
-        import torch._inductor.codecache  # noqa: F401 - one module tree at once)
-        import torch.utils._triton  # noqa: F401
-        import triton.compiler.compiler  # noqa: F401
-        import triton.runtime.driver  # noqa: F401
-    except Exception:  # noqa: BLE001 - no Triton (or a broken one): nothing to set up here;
-        return False  # the lowering imports it itself and reports what fails there
-    t = threading.Thread(target=_triton_setup, args=(device_index,), daemon=True,
+    key = _triton_key()
+    if key is None:  # no Triton (or a broken one): nothing to set up here; the lowering
+        return False  # imports it itself and reports what fails there
+    t = threading.Thread(target=_triton_setup, args=(device_index, key), daemon=True,
                          name="precompile_nb-triton-setup")
     _STARTED.add(kind)
     _SETUP.append(t)
     t.start()
+    try:  # here, one module tree at once: the thread reads and digests files meanwhile
+        _IMPORTED.append(_import_for_setup())
+    finally:
+        _GO.set()
     return True
 
 
-def _triton_setup(device_index: int | None) -> None:
+def _import_for_setup() -> bool:
+    """What the set-up thread uses after Triton's hash, imported on the caller's thread;
+    False where that fails (the lowering imports them itself and reports what fails)."""
     try:
+        import torch._inductor.codecache  # noqa: F401
+        import torch.utils._triton  # noqa: F401
+        import triton.compiler.compiler  # noqa: F401
+        import triton.runtime.driver  # noqa: F401
+    except Exception:  # noqa: BLE001
+        return False
+    return True
+
+
+def _triton_key() -> Callable[[], str] | None:
+    """Triton's hash of its own sources and library (cached by Triton for the process), where
+    Inductor finds it (2.11-2.15: triton.runtime.cache, before Triton 3.4
+    triton.compiler.compiler); importing it imports Triton's package tree, the backends'
+    too, which is all the hash imports. None without Triton."""
+    for module in ("triton.runtime.cache", "triton.compiler.compiler"):
+        try:
+            key = getattr(importlib.import_module(module), "triton_key", None)
+        except Exception:  # noqa: BLE001 - no Triton, or a broken one
+            return None
+        if callable(key):
+            return key
+    return None
+
+
+def _triton_setup(device_index: int | None, key: Callable[[], str] | None = None) -> None:
+    try:
+        if key is not None:
+            key()  # the largest part (reading and digesting files), beside the imports
+        _GO.wait(300)  # set by start_triton_setup once they are done (or have failed)
+        if False in _IMPORTED:
+            return
         import torch
         from torch._inductor.codecache import CacheBase
         from torch.utils._triton import triton_hash_with_backend
