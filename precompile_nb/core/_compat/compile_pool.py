@@ -374,14 +374,6 @@ def _end(pool: Any) -> None:
 #   GraphLowering does). The key now takes those imports while the thread hashes: the same
 #   imports, once, in the time the wait would have idled (hashing reads and digests with
 #   the interpreter's lock released).
-#   Round 39 (a slower H100): the tiny MLP's key still waited 0.41 s after those imports.
-#   The thread started only after Inductor's own imports (~1 s, torch._inductor.codecache),
-#   which it needs for the key's last steps, not for Triton's hash (triton_key, most of the
-#   time: 0.77 s of it on torch 2.15's Triton on the development machine). So the thread
-#   now starts first, with Triton alone imported (0.15 s; the hash then imports nothing
-#   more, checked on torch 2.15's Triton: every package it walks is imported by then), and
-#   hashes while this thread imports Inductor's caches and the compile pool; it takes the
-#   rest once those imports are done (_GO), so that no two threads import one module tree.
 #   A CPU precompile keys its lowering the same way, and with a torch build that installs
 #   Triton (the CUDA builds, which pip gives by default and which run on CPU) that key hashes
 #   Triton too: 0.38 s of the tiny MLP's CPU precompile on torch 2.15 on the 2-core
@@ -393,6 +385,15 @@ def _end(pool: Any) -> None:
 #   a fork, and a precompile in the child hung the child (over 300 s; with the thread
 #   switched off, 7.6 s). A successful build has waited for the hash already. And the key
 #   waits only for a thread that is alive (none is in a forked child).
+#   Round 39 (a slower H100): the tiny MLP's key still waited 0.41 s after taking the code
+#   generation's imports.
+#   The thread started only after Inductor's own imports (~1 s, torch._inductor.codecache),
+#   which it needs for the key's last steps, not for Triton's hash (triton_key, most of the
+#   time: 0.77 s of it on torch 2.15's Triton on the development machine). So the thread
+#   now starts first, with Triton alone imported (0.15 s; the hash then imports nothing
+#   more, checked on torch 2.15's Triton: every package it walks is imported by then), and
+#   hashes while this thread imports Inductor's caches and the compile pool; it takes the
+#   rest once those imports are done (_GO), so that no two threads import one module tree.
 _SETUP: list[threading.Thread] = []
 _HASHED = threading.Event()  # set when the thread's hash is done (or failed)
 _GO = threading.Event()  # set when start_triton_setup has imported what the thread uses next
@@ -454,8 +455,8 @@ def _triton_key() -> Callable[[], str] | None:
     for module in ("triton.runtime.cache", "triton.compiler.compiler"):
         try:
             key = getattr(importlib.import_module(module), "triton_key", None)
-        except Exception:  # noqa: BLE001 - no Triton, or a broken one
-            return None
+        except Exception:  # noqa: BLE001 - no such module in this Triton, no Triton, or a
+            continue  # broken one (then neither imports)
         if callable(key):
             return key
     return None
