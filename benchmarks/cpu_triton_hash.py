@@ -12,7 +12,9 @@ with an empty Inductor cache: `thread` as shipped, `main` with PRECOMPILE_NB_TRI
 precompile() alone (torch and precompile_nb imported before the clock) and the seconds of its
 main thread inside CacheBase.get_system (the hash, where that thread computes it; that hook
 imports Inductor before the clock) and in the lowering key's wait for the thread's hash
-(`key_wait_s`, with the imports it takes). Prints each
+(`key_wait_s`, with the imports it takes), and the cyclic collector's seconds inside
+precompile() (`gc_s`, benchmarks/gc_clock.py: with the collector paused for the build, its one
+collection at the end; Note [the collector pauses for a build]). Prints each
 pair and the medians; the ratio is median(thread) / median(main). With --baseline-rev, the
 second of each pair is REV's tree (exported with `git archive`) as shipped there instead of
 `main`, the ratio is this tree's over REV's, and no hook imports Inductor before the clock (as
@@ -31,8 +33,8 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 _CHILD = r"""
-import json, sys, threading, time
-sys.path.insert(0, sys.argv[2])
+import json, os, sys, threading, time
+sys.path[:0] = [sys.argv[4], sys.argv[2]]  # the tree measured first: before the cwd's ''
 import torch
 import precompile_nb
 import precompile_nb.core._compat.lowering_key as lk
@@ -51,12 +53,16 @@ real_wait = lk.wait_for_triton_hash  # the key waiting for the thread's hash, im
 def timed_wait(*a, **k):
     t = time.perf_counter(); real_wait(*a, **k); waits.append(time.perf_counter() - t)
 lk.wait_for_triton_hash = timed_wait
+from gc_clock import GcClock
 w = build(sys.argv[1], "cpu")
-t = time.perf_counter()
-with torch.no_grad() if w.inference else torch.enable_grad():
-    precompile_nb.precompile(w.fn, *w.args)
-print(json.dumps({"precompile_s": time.perf_counter() - t, "main_hash_s": sum(main_s),
-                  "key_wait_s": sum(waits)}))
+with GcClock() as clock:
+    t = time.perf_counter()
+    with torch.no_grad() if w.inference else torch.enable_grad():
+        precompile_nb.precompile(w.fn, *w.args)
+    dt = time.perf_counter() - t
+print(json.dumps({"precompile_s": dt, "main_hash_s": sum(main_s),
+                  "key_wait_s": sum(waits), "gc_s": sum(clock.s.values()),
+                  "tree": os.path.dirname(os.path.dirname(precompile_nb.__file__))}))
 """
 
 
@@ -65,11 +71,14 @@ def one(workload: str, switch: str, root: str = os.path.dirname(HERE), hook: boo
         env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=cache, PRECOMPILE_NB_TRITON_SETUP=switch,
                    PYTHONPATH=root, CUDA_VISIBLE_DEVICES="")
         r = subprocess.run([sys.executable, "-c", _CHILD, workload, HERE,
-                            "hook" if hook else "-"], env=env,
+                            "hook" if hook else "-", root], env=env,
                            capture_output=True, text=True, timeout=900)
     if r.returncode:
         raise SystemExit(r.stderr[-2000:])
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    res = json.loads(r.stdout.strip().splitlines()[-1])
+    if os.path.realpath(res["tree"]) != os.path.realpath(root):  # round 39's first use ran the
+        raise SystemExit(f"measured {res['tree']}, not {root}")  # cwd's tree on both sides
+    return res
 
 
 def main() -> None:
@@ -95,7 +104,8 @@ def main() -> None:
         for k in range(a.pairs):
             for name, switch, root in sides:
                 rows[name].append(one(w, switch, root, hook=not a.baseline_rev))
-            print(w, k, {n: {x: round(v, 3) for x, v in r[-1].items()} for n, r in rows.items()},
+            print(w, k, {n: {x: round(v, 3) for x, v in r[-1].items() if x != "tree"}
+                         for n, r in rows.items()},
                   flush=True)
         med = {n: statistics.median(r["precompile_s"] for r in v) for n, v in rows.items()}
         other = sides[1][0]
