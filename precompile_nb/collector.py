@@ -43,6 +43,28 @@ def switched_off(name: str) -> bool:
 #   (benchmarks/results/h100_round32; eager's first call, which allocates little, had none).
 #   Paused, the load's young objects are examined once, at its end, and the older counters
 #   move by one step at most.
+#
+#   That one collection walks every object the build left young, and a process's first build
+#   leaves it the objects of the ~1,400 modules Inductor's import brings (functions, classes,
+#   their dicts: ~200-340k objects, which live as long as the process), beside the
+#   capture's and lowering's own (CPU, the CNN training step: 597k young objects, 137k of them
+#   garbage, 208-273 ms). So a CPU build's start imports Inductor where the lowering will need it
+#   (no earlier precompile kept a lowering it could take whole; young_made_old): it first
+#   collects the young generations (the few hundred or thousand objects the user left there),
+#   then imports, then moves what the import made to the oldest generation without walking it
+#   (gc.freeze + gc.unfreeze, two list splices): the end's collection then walks 256k objects
+#   in 70-160 ms and frees the same garbage less the ~2.6k objects the import left in cycles,
+#   which wait for the next full collection as they would have in a process that imported
+#   Inductor itself. Nor do the import's survivors pass through the middle generation, whose
+#   walk, and the full collection that then follows, came inside precompile in some processes
+#   (torch 2.13, paired fresh processes: the collector's time inside precompile 0.78-1.06 s ->
+#   0.08-0.29 s; benchmarks/results/cpu_round40_gc/). Nothing the capture or the lowering
+#   allocates is moved unexamined, and where the user has frozen objects of their own nothing
+#   is moved (gc.unfreeze would thaw theirs too). A CUDA build's start is as it was: on an
+#   H100 (benchmarks/results/h100_round40/) the end's collection took as long with the change
+#   as without (0.24-0.32 s against 0.23-0.28 s, three runs each) and the cold starts were no
+#   faster; why the young objects were not fewer there is not known yet
+#   (benchmarks/gc_start_probe.py prints them).
 _PAUSE = {"depth": 0, "was_enabled": False}
 _PAUSE_LOCK = threading.Lock()
 
@@ -68,3 +90,22 @@ def collector_paused() -> Iterator[None]:
                 gc.enable()
         if last:
             gc.collect(0)
+
+
+@contextlib.contextmanager
+def young_made_old() -> Iterator[None]:
+    """Inside a pause that ends with a collection: the young generations collected first, and
+    what is allocated inside moved to the oldest generation at the end, unexamined (Note [the
+    collector pauses for a build]: for imports, whose objects live as long as the process).
+    Elsewhere (no pause, the pause switched off, a collector the user switched off) it does
+    nothing, and where the user froze objects (gc.freeze) too: gc.unfreeze would thaw theirs."""
+    with _PAUSE_LOCK:
+        active = _PAUSE["depth"] > 0 and _PAUSE["was_enabled"] and not gc.get_freeze_count()
+    if active:
+        gc.collect(1)
+    try:
+        yield
+    finally:
+        if active:
+            gc.freeze()
+            gc.unfreeze()

@@ -32,7 +32,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..collector import collector_paused
+from ..collector import collector_paused, young_made_old
 from . import _compat
 from ._compat.scoped_patch import switch_mistakes
 from .cache import pack
@@ -172,8 +172,12 @@ def _start_with_the_capture(backend: str, example_inputs: Sequence[Any]) -> None
         _compat.start_triton_setup(device)  # Note [Triton's set-up while the capture runs]
         _compat.start_compile_workers()  # Note [compile workers start with the capture]
         pieces.start_workers("cuda")  # Note [piece workers start with the capture]
-    elif _compat.lowering_reuse_on():  # no lowering store, no key: nothing hashes Triton
-        _compat.start_triton_setup(None)  # its hash alone, for the lowering's key
+        return
+    with young_made_old():  # a CPU build's imports: Note [the collector pauses for a build]
+        if _compat.lowering_reuse_on():  # no lowering store, no key: nothing hashes Triton
+            _compat.start_triton_setup(None)  # its hash alone, for the lowering's key
+        if not _compat.lowering_may_be_stored():  # a lowering taken whole needs none of it
+            _compat.import_lowering()  # what the lowering imports first, beside the hash
 
 
 def on_cuda(inputs: Sequence[Any]) -> bool:

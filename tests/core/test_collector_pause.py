@@ -118,3 +118,103 @@ def test_importing_the_core_pauses_the_collector():
     assert out.returncode == 0, out.stderr
     collections, enabled = out.stdout.split()
     assert int(collections) < 20 and enabled == "True"  # unpaused: one per tracked object
+
+
+class _Cycle:
+    def __init__(self) -> None:
+        self.me = self
+
+
+def _young_cycle(freed: list) -> None:
+    """A garbage cycle in the young generation that says when the collector frees it."""
+    import weakref
+
+    c = _Cycle()
+    weakref.finalize(c, freed.append, True)
+
+
+def test_what_a_builds_start_allocates_is_made_old_and_the_young_garbage_before_it_freed():
+    """young_made_old (Note [the collector pauses for a build]): the young garbage found at its
+    start is collected as the end's collection would have; what is allocated inside (a first
+    build's imports) goes to the oldest generation, which the end's collection does not walk."""
+    from precompile_nb.collector import young_made_old
+
+    freed: list = []
+    with collector_paused():
+        _young_cycle(freed)
+        with young_made_old():
+            assert freed == [True]
+            made = [object(), {}]
+        assert any(o is made for o in gc.get_objects(2))
+        assert not any(o is made for o in gc.get_objects(0))
+
+
+def test_nothing_is_made_old_without_a_pause_or_where_the_user_froze_objects(monkeypatch):
+    from precompile_nb.collector import young_made_old
+
+    def inside_a_build() -> tuple[list, list]:
+        freed: list = []
+        with collector_paused():
+            _young_cycle(freed)
+            with young_made_old():
+                made = [{}]
+            return freed, [any(o is made for o in gc.get_objects(0))]
+
+    gc.disable()  # a collector the user switched off: no collection, nothing moved
+    try:
+        assert inside_a_build() == ([], [True])
+        monkeypatch.setenv("PRECOMPILE_NB_GC_PAUSE", "0")  # the switch: no pause, nothing moved
+        assert inside_a_build() == ([], [True])
+        monkeypatch.delenv("PRECOMPILE_NB_GC_PAUSE")
+        gc.enable()
+        keep = [{}]
+        gc.freeze()  # the user's frozen objects stay frozen
+        try:
+            before = gc.get_freeze_count()
+            with collector_paused():
+                with young_made_old():
+                    pass
+                assert gc.get_freeze_count() == before > 0
+        finally:
+            gc.unfreeze()
+        del keep
+    finally:
+        gc.enable()
+        gc.collect()
+
+
+def test_a_first_build_leaves_inductors_objects_old_and_still_frees_its_garbage():
+    out = run_fresh("""
+        import gc
+        import torch
+        from precompile_nb import precompile
+        ends = []
+        gc.callbacks.append(lambda phase, info: ends.append((info["generation"], info.get(
+            "collected", 0))) if phase == "stop" else None)
+        code, cache = precompile(lambda x: torch.relu(x) * 2, torch.randn(8))
+        from torch._inductor.compile_fx import compile_fx
+        old = any(o is compile_fx for o in gc.get_objects(2))
+        print(old, ends[-1][0], ends[-1][1] > 0, gc.isenabled())
+        f = precompile.load(code, cache)
+        torch.testing.assert_close(f(torch.ones(8)), torch.full((8,), 2.0))
+        """, timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "0", "True", "True"]
+
+
+def test_a_build_that_can_take_a_stored_lowering_does_not_import_inductor_first(tmp_path):
+    """Only a build whose lowering Inductor must make imports it at the start: one that finds
+    an earlier process's lowering in the store takes it without Inductor's compile entry."""
+    code = """
+        import sys
+        import torch
+        from precompile_nb import precompile
+        pair = precompile(lambda x: torch.relu(x) * 2, torch.randn(8))
+        print("torch._inductor.compile_fx" in sys.modules)
+        f = precompile.load(*pair)
+        torch.testing.assert_close(f(torch.ones(8)), torch.full((8,), 2.0))
+        """
+    env = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path), "PRECOMPILE_NB_LOWERING_REUSE": "1"}
+    runs = [run_fresh(code, env=env, timeout=600) for _ in range(2)]
+    assert [r.returncode for r in runs] == [0, 0], runs[-1].stderr
+    assert [r.stdout.split() for r in runs] == [["True"], ["False"]]

@@ -86,8 +86,8 @@ from .warm import (  # noqa: F401 - the door re-exports
 _LAZY_NAMES: dict[str, tuple[str, ...]] = {
     "answers": ("tracing_as_a_compiler",),
     "autotune": ("SizeChoice", "autotune_now", "tuning_at_sizes"),
-    "compile_pool": ("end_build_workers", "forked_worker_count", "start_compile_workers",
-                     "start_triton_setup", "workers_for_graph"),
+    "compile_pool": ("end_build_workers", "forked_worker_count", "import_lowering",
+                     "start_compile_workers", "start_triton_setup", "workers_for_graph"),
     "conv_layout": ("backward_convolutions_in_channels_last",
                     "backward_convolutions_see_channels_last",
                     "has_depthwise_conv_and_no_backward", "layout_optimized",
@@ -98,8 +98,8 @@ _LAZY_NAMES: dict[str, tuple[str, ...]] = {
                "load_module", "warm_inductor"),
     "triton_store": ("keeping_triton_kernels", "triton_store_dir"),
     "batch_norm": ("batch_norm_writes_unsaid",),
-    "lowering_key": ("graph_and_setting_key", "lowering_reuse_on", "lowering_store_dir",
-                     "captured_records_on"),
+    "lowering_key": ("graph_and_setting_key", "lowering_may_be_stored", "lowering_reuse_on",
+                     "lowering_store_dir", "captured_records_on"),
     "realdata": (
         "Decision", "assume_nonnegative_bounds", "fake_with_real_values", "forget_real_values",
         "real_values",

@@ -434,6 +434,18 @@ def start_triton_setup(device_index: int | None) -> bool:
     return True
 
 
+def import_lowering() -> None:
+    """Imports Inductor's compile entry (2.11-2.15: torch._inductor.compile_fx, which brings
+    most of Inductor, Dynamo's and sympy's modules), as the lowering's first step would: at
+    the build's start, where the collector can take its objects as old (Note [the collector
+    pauses for a build]). A failure is left to the lowering, which imports it again and
+    reports it as a PrecompileError."""
+    try:
+        import torch._inductor.compile_fx  # noqa: F401
+    except Exception:  # noqa: BLE001
+        pass
+
+
 def _import_for_setup() -> bool:
     """What the set-up thread uses after Triton's hash, imported on the caller's thread;
     False where that fails (the lowering imports them itself and reports what fails)."""

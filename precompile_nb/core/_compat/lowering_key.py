@@ -99,6 +99,20 @@ def lowering_store_dir() -> str | None:
     return os.path.join(inductor_cache_dir(), "precompile_nb_lowerings", tag)
 
 
+def lowering_may_be_stored() -> bool:
+    """Whether an earlier precompile may have kept a lowering this one could take whole: reuse
+    is on and the store (for any torch build) holds anything. A build that finds one imports
+    no more of Inductor than the key needs, so only a build that cannot imports the lowering's
+    modules at its start (Note [the collector pauses for a build])."""
+    if not lowering_reuse_on():
+        return False
+    try:
+        with os.scandir(os.path.join(inductor_cache_dir(), "precompile_nb_lowerings")) as it:
+            return any(True for _ in it)
+    except OSError:  # no store yet
+        return False
+
+
 def captured_records_on() -> bool:
     """Whether the captured graphs' records are read and kept (Note [a hit before
     functionalizing]); PRECOMPILE_NB_CAPTURED_RECORD=0 functionalizes every captured graph
