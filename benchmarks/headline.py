@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # headline_suite, run as a script or not
-from headline_suite import (cache_read_row, cpu_bytecode_row, later_gpu_rows,  # noqa: E402
+from headline_suite import (cache_read_row, later_cpu_rows, later_gpu_rows,  # noqa: E402
                             round34_rows, suite_every_mode_rows, suite_runs_row)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -642,7 +642,7 @@ def render() -> str:
                               "round 13"))
     cpu.append(cpu_vs_ref_row("benchmarks/results/cpu_round14/cold_vs_torch2.14.1.json",
                               "round 14 (ISA probes at once)"))
-    cpu.append(cpu_bytecode_row())
+    cpu.extend(later_cpu_rows())
     lines = [
         "# Headline numbers",
         "",

@@ -112,18 +112,24 @@ _R38 = "benchmarks/results/h100_round38/"  # torch's bytecode compiled once a ma
 def round38_rows() -> list[tuple[str, str, str]]:
     """Round 38 (an H100, torch's bytecode): four runs of the suite's cold starts, each
     system's imports timed, and one run of the warm suite (medians of five first calls)."""
-    runs = [_workloads(f"{_R38}cold_{k}/results.json") for k in (1, 2, 3, 4)]
+    return [_cold_spans_row("38", _R38, 4, "H100; torch's bytecode compiled, as installed"),
+            suite_runs_row("38", (f"{_R38}suite_1/results.json",), "H100, torch's bytecode",
+                           ", the medians of five first calls of each")]
+
+
+def _cold_spans_row(n: str, src: str, k: int, note: str) -> tuple[str, str, str]:
+    """Round n's k runs of the suite's cold starts (src/cold_1..k), each workload's ratios
+    smallest-largest and their median."""
+    runs = [_workloads(f"{src}cold_{i}/results.json") for i in range(1, k + 1)]
 
     def span(w: str) -> str:
         r = [run[w]["ratios"]["cold_vs_tc_cold"] for run in runs]
         return f"{w} {min(r):.2f}-{max(r):.2f} (median {statistics.median(r):.2f})"
 
-    return [("benchmark workloads, round 38, cold: precompile / torch.compile compile + first "
-             "call, its imports timed with it, four runs, smallest-largest (H100; torch's "
-             "bytecode compiled, as installed)",
-             ", ".join(span(w) for w in runs[0]), f"{_R38}cold_*/results.json"),
-            suite_runs_row("38", (f"{_R38}suite_1/results.json",), "H100, torch's bytecode",
-                           ", the medians of five first calls of each")]
+    return (f"benchmark workloads, round {n}, cold: precompile / torch.compile compile + first "
+            f"call, its imports timed with it, {('', 'one', 'two', 'three', 'four')[k]} runs, "
+            f"smallest-largest ({note})",
+            ", ".join(span(w) for w in runs[0]), f"{src}cold_*/results.json")
 
 
 _R39 = "benchmarks/results/h100_round39/"
@@ -147,9 +153,42 @@ def round39_rows() -> list[tuple[str, str, str]]:
                            ", the medians of five first calls of each")]
 
 
+_R40 = "benchmarks/results/h100_round40/"
+
+
+def round40_rows() -> list[tuple[str, str, str]]:
+    """Round 40 (a third H100, torch's bytecode): three runs of the suite's cold starts, one
+    of the warm suite."""
+    return [_cold_spans_row("40", _R40, 3, "H100; torch's bytecode"),
+            suite_runs_row("40", (f"{_R40}suite_1/results.json",), "H100, torch's bytecode",
+                           ", the medians of five first calls of each")]
+
+
 def later_gpu_rows() -> list[tuple[str, str, str]]:
     """The GPU rows of rounds 37 on, in order."""
-    return [*round37_rows(), *round38_rows(), *round39_rows()]
+    return [*round37_rows(), *round38_rows(), *round39_rows(), *round40_rows()]
+
+
+def later_cpu_rows() -> list[tuple[str, str, str]]:
+    """The CPU rows of rounds 37 on, in order."""
+    return [cpu_bytecode_row(), cpu_gc_row()]
+
+
+def cpu_gc_row() -> tuple[str, str, str]:
+    """CPU, round 40: the collector's seconds inside a cold precompile, before and after a
+    build's start made its imports old (paired fresh processes)."""
+    src = "benchmarks/results/cpu_round40_gc/"
+    cells = []
+    for f in ("cpu213", "cpu215"):
+        d = json.loads((ROOT / src / f"{f}.json").read_text())
+        for w, v in d["workloads"].items():
+            this, base = (statistics.median(r["gc_s"] for r in v["runs"][side])
+                          for side in d["sides"])
+            cells.append(f"torch {d['torch'].split('+')[0]} {w} {base:.2f} → {this:.2f} s "
+                         f"(precompile {v['ratio']:.3f} of before)")
+    return ("the collector's seconds inside a cold precompile, medians of 5 paired fresh "
+            "processes, before → after a CPU build's start made its imports old, round 40",
+            ", ".join(cells), src)
 
 
 def cpu_bytecode_row() -> tuple[str, str, str]:
