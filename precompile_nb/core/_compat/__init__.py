@@ -19,6 +19,7 @@ of its modules holds it:
   triton_store.py  Triton kernels kept between processes and reused
   lowering_key.py  what decides a lowering, as a key; where whole lowerings are kept
   stack_frames.py  make_fx's node stack traces, each frame's line read only when kept
+  repro_string.py  Inductor's runnable-repro string, written only where a trace reads it
   scoped_patch.py  a torch function replaced while some thread needs it
   compile_pool.py  Inductor's Triton compile workers and Triton's set-up, started with the capture
   kernel_threads.py  Triton kernels met before those workers are ready, compiled on threads

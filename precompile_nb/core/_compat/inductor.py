@@ -80,6 +80,7 @@ def _inductor_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], d
     from .cpp_runs import cpp_nodes_in_fewer_runs
     from .decompositions import lowering_decompositions
     from .isa_probes import isa_probes_at_once
+    from .repro_string import repro_string_only_when_read
     from .straight_to_inductor import decomposed, why_aot_autograd, without_aot_autograd
     from .triton_store import triton_kernels_handed_over
 
@@ -108,10 +109,10 @@ def _inductor_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], d
         gm = decomposed(gm, example_inputs)
     with same_kernel_keys(), inductor_config.patch(layout), data_bound_scatters_kept(), \
             cpp_nodes_in_fewer_runs(), isa_probes_at_once(cpu), no_graph_caches(), \
-            without_aot_autograd(straight), triton_kernels_handed_over(not cpu):  # Notes [C++
-        # kernels in fewer runs], [ISA probes at once], [no graph caches in a private dir], [one
-        # trace between capture...], [Triton kernels compiled once], [kernels on threads while
-        # the workers start]
+            without_aot_autograd(straight), triton_kernels_handed_over(not cpu), \
+            repro_string_only_when_read():  # Notes [C++ kernels in fewer runs], [ISA probes at
+        # once], [no graph caches...], [one trace between capture...], [Triton kernels compiled
+        # once], [kernels on threads while the workers start], [no repro string nobody reads]
         compiled = compile_fx(gm, list(example_inputs), inner_compile=inner,  # Note [the
                               decompositions=lowering_decompositions())  # upsampling ...]
     if "source" not in seen:
