@@ -1,5 +1,5 @@
 """Inductor's runnable-repro string, written only where a structured trace reads it (Note [no
-repro string nobody reads]); checked on 2.13, 2.14 and 2.15."""
+repro string nobody reads]); checked on 2.13 and 2.15, seen on 2.11 (the GPU machine)."""
 from __future__ import annotations
 
 import contextlib
@@ -9,7 +9,7 @@ from typing import Any
 from .scoped_patch import ScopedPatch
 
 # Note [no repro string nobody reads]
-#   For every graph it compiles, Inductor (compile_fx's codegen_and_compile, 2.11-2.15)
+#   For every graph it compiles, Inductor (compile_fx's codegen_and_compile: 2.11, 2.13, 2.15)
 #   writes a runnable repro of it (torch._dynamo.repro.after_aot.save_graph_repro: the
 #   graph's code, its inputs, the settings, and on a machine with CUDA the output of `nvcc
 #   --version`, a process started per graph) for the structured trace (TORCH_TRACE), whose
@@ -32,7 +32,7 @@ def _after_aot() -> Any:
 
 
 def _trace_listening() -> bool:
-    """Whether a structured trace may be written (2.11-2.15: trace_structured hands its payload
+    """Whether a structured trace may be written (2.13, 2.15: trace_structured hands its payload
     to torch._logging._internal.trace_log's handlers at DEBUG; the one torch installs itself,
     LazyTraceHandler, writes only with a directory (TORCH_TRACE), or inside Meta's own builds
     and jobs, which its first write checks: counted as listening)."""
