@@ -83,7 +83,7 @@ def workers_for_graph(ops: int) -> int:
     except Exception:  # noqa: BLE001 - as in start_compile_workers
         return 0
     try:
-        _import_worker_modules()  # before the fork: the workers find them imported
+        _import_quietly(WARM_MODULES)  # before the fork: the workers find them imported
         with _forked_start():
             maybe_warm_pool()
         if getattr(AsyncCompile, "_ready_future", None) is not None:
@@ -244,13 +244,14 @@ def _fork_chosen(async_compile_cls: Any) -> bool:
             and not multiprocessing.current_process().daemon)
 
 
-def _import_worker_modules() -> None:
-    import importlib
-
-    for name in WARM_MODULES:
+def _import_quietly(names: tuple[str, ...]) -> None:
+    """Imports each of `names` ahead of the code that needs it; one that fails is left to that
+    code, which imports it again and reports the failure (a worker at its first job, the
+    lowering as a PrecompileError)."""
+    for name in names:
         try:
             importlib.import_module(name)
-        except Exception:  # noqa: BLE001 - a worker imports it at its first job, as before
+        except Exception:  # noqa: BLE001
             pass
 
 
@@ -394,6 +395,8 @@ def _end(pool: Any) -> None:
 #   more, checked on torch 2.15's Triton: every package it walks is imported by then), and
 #   hashes while this thread imports Inductor's caches and the compile pool; it takes the
 #   rest once those imports are done (_GO), so that no two threads import one module tree.
+#   Round 40 (a third H100): the tiny MLP's key waited for no hash, only taking the code
+#   generation's imports (one run, benchmarks/results/h100_round40/).
 _SETUP: list[threading.Thread] = []
 _HASHED = threading.Event()  # set when the thread's hash is done (or failed)
 _GO = threading.Event()  # set when start_triton_setup has imported what the thread uses next
@@ -438,12 +441,8 @@ def import_lowering() -> None:
     """Imports Inductor's compile entry (2.11-2.15: torch._inductor.compile_fx, which brings
     most of Inductor, Dynamo's and sympy's modules), as the lowering's first step would: at
     the build's start, where the collector can take its objects as old (Note [the collector
-    pauses for a build]). A failure is left to the lowering, which imports it again and
-    reports it as a PrecompileError."""
-    try:
-        import torch._inductor.compile_fx  # noqa: F401
-    except Exception:  # noqa: BLE001
-        pass
+    pauses for a build])."""
+    _import_quietly(("torch._inductor.compile_fx",))
 
 
 def _import_for_setup() -> bool:

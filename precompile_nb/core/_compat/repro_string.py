@@ -3,6 +3,8 @@ repro string nobody reads]); checked on 2.13 and 2.15, seen on 2.11 (the GPU mac
 from __future__ import annotations
 
 import contextlib
+import logging
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -36,9 +38,6 @@ def _trace_listening() -> bool:
     to torch._logging._internal.trace_log's handlers at DEBUG; the one torch installs itself,
     LazyTraceHandler, writes only with a directory (TORCH_TRACE), or inside Meta's own builds
     and jobs, which its first write checks: counted as listening)."""
-    import logging
-    import os
-
     try:
         import torch
         from torch._logging._internal import LazyTraceHandler, trace_log
