@@ -164,9 +164,42 @@ def round40_rows() -> list[tuple[str, str, str]]:
                            ", the medians of five first calls of each")]
 
 
+_R41 = "benchmarks/results/h100_round41/"
+
+
+def round41_rows() -> list[tuple[str, str, str]]:
+    """Round 41 (a fourth H100, torch's bytecode): three rounds of cold starts, this tree (its
+    CUDA start making its imports old) against the tree before, and one run of the warm suite
+    (measured with a change to the load that was then taken out: see the README)."""
+    gc_s = {}
+    cold = {}
+    for k in (1, 2, 3):
+        for side in ("new", "base"):
+            for w, v in _workloads(f"{_R41}gc/{side}_{k}/results.json").items():
+                m = v["measurements"]
+                gc_s.setdefault((w, side), []).append(sum(m["nb_cold"]["gc_s"].values()))
+                if side == "new":
+                    cold.setdefault(w, []).append(v["ratios"]["cold_vs_tc_cold"])
+    def span(v: list[float]) -> str:
+        lo, hi = f"{min(v):.2f}", f"{max(v):.2f}"
+        return lo if lo == hi else f"{lo}-{hi}"
+
+    cells = [f"{w} {span(gc_s[w, 'base'])} → {span(gc_s[w, 'new'])} s; precompile / "
+             f"torch.compile {', '.join(f'{r:.2f}' for r in cold[w])}" for w in cold]
+    return [("the collector's seconds inside a cold precompile, round 41 (H100, Python 3.12; "
+             "three rounds, each this tree's precompile and torch.compile, then the tree before's "
+             "precompile), the tree before → a CUDA build's start making its imports old; this "
+             "tree's cold ratios", "; ".join(cells), f"{_R41}gc/"),
+            suite_runs_row("41", (f"{_R41}suite_1/results.json",),
+                           "H100, torch's bytecode, a slower host: eager's first calls 1.1-1.4x "
+                           "round 40's; measured with cuBLAS started beside the load, taken out",
+                           ", the medians of five first calls of each")]
+
+
 def later_gpu_rows() -> list[tuple[str, str, str]]:
     """The GPU rows of rounds 37 on, in order."""
-    return [*round37_rows(), *round38_rows(), *round39_rows(), *round40_rows()]
+    return [*round37_rows(), *round38_rows(), *round39_rows(), *round40_rows(),
+            *round41_rows()]
 
 
 def later_cpu_rows() -> list[tuple[str, str, str]]:
