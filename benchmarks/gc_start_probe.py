@@ -2,9 +2,11 @@
 precompile of a benchmark workload in this process, printing every collection inside it
 (generation, ms, objects collected), the young generation's size where young_made_old starts
 and ends, and the freeze count there. With --cuda-start-old a CUDA build's start is wrapped in
-young_made_old and imports the lowering, as round 40's first tree did on the GPU (the shipped
-tree does that for CPU builds only); a tree without young_made_old prints the collections
-alone.
+young_made_old and imports the lowering, as round 40's first tree did on the GPU (trees from
+round 41 on do that themselves: leave the flag off for them); a tree without young_made_old
+prints the collections alone. Round 41 found with it why round 40's move did nothing on the GPU
+host: its Python 3.12 starts with 375 objects frozen (Note [the interpreter's own frozen
+objects] in precompile_nb/collector.py).
 
 usage: python benchmarks/gc_start_probe.py [--device cpu|cuda] [--workload W] [--cuda-start-old]
 """

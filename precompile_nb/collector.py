@@ -48,23 +48,42 @@ def switched_off(name: str) -> bool:
 #   leaves it the objects of the ~1,400 modules Inductor's import brings (functions, classes,
 #   their dicts: ~200-340k objects, which live as long as the process), beside the
 #   capture's and lowering's own (CPU, the CNN training step: 597k young objects, 137k of them
-#   garbage, 208-273 ms). So a CPU build's start imports Inductor where the lowering will need it
+#   garbage, 208-273 ms). So a build's start imports Inductor where the lowering will need it
 #   (no earlier precompile kept a lowering it could take whole; young_made_old): it first
 #   collects the young generations (the few hundred or thousand objects the user left there),
-#   then imports, then moves what the import made to the oldest generation without walking it
-#   (gc.freeze + gc.unfreeze, two list splices): the end's collection then walks 256k objects
-#   in 70-160 ms and frees the same garbage less the ~2.6k objects the import left in cycles,
+#   then imports (a CUDA build also starts Triton's set-up and the compile workers there),
+#   then moves what that made to the oldest generation without walking it (gc.freeze +
+#   gc.unfreeze, two list splices): the end's collection then walks 256k objects (CPU) in
+#   70-160 ms and frees the same garbage less the ~2.6k objects the import left in cycles,
 #   which wait for the next full collection as they would have in a process that imported
 #   Inductor itself. Nor do the import's survivors pass through the middle generation, whose
 #   walk, and the full collection that then follows, came inside precompile in some processes
 #   (torch 2.13, paired fresh processes: the collector's time inside precompile 0.78-1.06 s ->
-#   0.08-0.29 s; benchmarks/results/cpu_round40_gc/). Nothing the capture or the lowering
-#   allocates is moved unexamined, and where the user has frozen objects of their own nothing
-#   is moved (gc.unfreeze would thaw theirs too). A CUDA build's start is as it was: on an
-#   H100 (benchmarks/results/h100_round40/) the end's collection took as long with the change
-#   as without (0.24-0.32 s against 0.23-0.28 s, three runs each) and the cold starts were no
-#   faster; why the young objects were not fewer there is not known yet
-#   (benchmarks/gc_start_probe.py prints them).
+#   0.08-0.29 s; benchmarks/results/cpu_round40_gc/). On an H100 (torch 2.11, Python 3.12;
+#   benchmarks/results/h100_round41/) the CUDA start moves ~306k objects, the end's
+#   collection takes 108-115 ms instead of 218-234 ms, and the collector's seconds inside a
+#   cold precompile went 0.12-0.18 -> 0.02 s (tiny MLP), 0.27-0.46 -> 0.13-0.21 s
+#   (transformer training step), 0.22-0.24 -> 0.08-0.12 s (CNN training step), three
+#   rounds against the tree before. Nothing the capture or the lowering allocates is moved
+#   unexamined, and where the user has frozen objects of their own nothing is moved
+#   (gc.unfreeze would thaw theirs too).
+#
+# Note [the interpreter's own frozen objects]
+#   Python 3.12 starts with objects of its own in the permanent generation (3.12.1: 375
+#   tuples, the bases and MROs of its static types; 3.11 and 3.13: none), so "nothing is
+#   frozen" cannot be read as get_freeze_count() == 0: on the GPU host's Python 3.12 that test
+#   kept young_made_old from ever running (round 40 measured the move on CUDA builds and found
+#   nothing, because nothing moved; round 41's probe showed 375 frozen at the start). The count
+#   this module finds at its import is taken as the interpreter's own when it is small (under
+#   _OWN_FROZEN_MAX: a process that has imported torch and froze objects itself holds 10^5 or
+#   more); the move runs only while the count is that one or 0, and thaws the interpreter's
+#   tuples with the rest (they join the oldest generation, where a full collection walks them
+#   as any other tuple; 3.12's gc.unfreeze does the same for any caller). A larger count at
+#   the import is a user's freeze: the move never runs in that process.
+_OWN_FROZEN_MAX = 4096
+_FROZEN = {"own": gc.get_freeze_count()}
+if _FROZEN["own"] >= _OWN_FROZEN_MAX:
+    _FROZEN["own"] = -1  # a user's freeze before this import: never thaw it
 _PAUSE = {"depth": 0, "was_enabled": False}
 _PAUSE_LOCK = threading.Lock()
 
@@ -98,9 +117,11 @@ def young_made_old() -> Iterator[None]:
     what is allocated inside moved to the oldest generation at the end, unexamined (Note [the
     collector pauses for a build]: for imports, whose objects live as long as the process).
     Elsewhere (no pause, the pause switched off, a collector the user switched off) it does
-    nothing, and where the user froze objects (gc.freeze) too: gc.unfreeze would thaw theirs."""
+    nothing, and where the user froze objects (gc.freeze) too: gc.unfreeze would thaw theirs
+    (Note [the interpreter's own frozen objects])."""
     with _PAUSE_LOCK:
-        active = _PAUSE["depth"] > 0 and _PAUSE["was_enabled"] and not gc.get_freeze_count()
+        active = (_PAUSE["depth"] > 0 and _PAUSE["was_enabled"]
+                  and gc.get_freeze_count() in (0, _FROZEN["own"]))
     if active:
         gc.collect(1)
     try:

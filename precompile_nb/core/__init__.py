@@ -168,13 +168,12 @@ def _start_with_the_capture(backend: str, example_inputs: Sequence[Any]) -> None
     from . import pieces  # Note [a load imports no stage]
 
     device = cuda_index(example_inputs)
-    if device is not None:  # Triton's hash first: it runs beside the pool's imports
-        _compat.start_triton_setup(device)  # Note [Triton's set-up while the capture runs]
-        _compat.start_compile_workers()  # Note [compile workers start with the capture]
-        pieces.start_workers("cuda")  # Note [piece workers start with the capture]
-        return
-    with young_made_old():  # a CPU build's imports: Note [the collector pauses for a build]
-        if _compat.lowering_reuse_on():  # no lowering store, no key: nothing hashes Triton
+    with young_made_old():  # the start's imports: Note [the collector pauses for a build]
+        if device is not None:  # Triton's hash first: it runs beside the pool's imports
+            _compat.start_triton_setup(device)  # Note [Triton's set-up while the capture runs]
+            _compat.start_compile_workers()  # Note [compile workers start with the capture]
+            pieces.start_workers("cuda")  # Note [piece workers start with the capture]
+        elif _compat.lowering_reuse_on():  # no lowering store, no key: nothing hashes Triton
             _compat.start_triton_setup(None)  # its hash alone, for the lowering's key
         if not _compat.lowering_may_be_stored():  # a lowering taken whole needs none of it
             _compat.import_lowering()  # what the lowering imports first, beside the hash

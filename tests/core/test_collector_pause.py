@@ -183,6 +183,45 @@ def test_nothing_is_made_old_without_a_pause_or_where_the_user_froze_objects(mon
         gc.collect()
 
 
+def test_objects_the_interpreter_froze_itself_do_not_stop_the_move(monkeypatch):
+    """Note [the interpreter's own frozen objects]: Python 3.12 starts with its static types'
+    tuples frozen. A count found at the import (here: made so by freezing, and told to the
+    module as its import would have) still lets a build's start make its imports old; after
+    it nothing is frozen, which a later build takes as nobody's freeze."""
+    from precompile_nb import collector
+
+    gc.collect()
+    gc.freeze()
+    try:
+        monkeypatch.setitem(collector._FROZEN, "own", gc.get_freeze_count())
+        for _ in range(2):  # the first move thaws the interpreter's own; the second finds 0
+            with collector_paused():
+                with collector.young_made_old():
+                    made = [{}]
+                assert any(o is made for o in gc.get_objects(2))
+                assert gc.get_freeze_count() == 0
+    finally:
+        gc.unfreeze()
+
+
+def test_a_freeze_made_before_the_import_is_never_thawed():
+    """A process that froze its objects before importing precompile_nb (many: everything
+    torch's import made) keeps them frozen through a build's start."""
+    out = run_fresh("""
+        import gc
+        import torch
+        gc.freeze()
+        frozen = gc.get_freeze_count()
+        from precompile_nb.collector import collector_paused, young_made_old
+        with collector_paused():
+            with young_made_old():
+                made = [{}]
+        print(gc.get_freeze_count() >= frozen, any(o is made for o in gc.get_objects(2)))
+        """, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "False"]
+
+
 def test_a_first_build_leaves_inductors_objects_old_and_still_frees_its_garbage():
     out = run_fresh("""
         import gc
