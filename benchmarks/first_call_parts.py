@@ -14,8 +14,8 @@ initialised, as warm_first_call.py does), the variants in turn, --rounds times:
   sleep     --overlap-ms of sleep (standing for import + load), then the call
   thread    a thread runs mm_first's and sdpa_first's small ops while the main thread sleeps
             --overlap-ms; joined; then the call
-  thread_nojoin  the same thread, not joined: the call right after the sleep (what a load
-            does since round 41: Note [the math library starts beside a load])
+  thread_nojoin  the same thread, not joined: the call right after the sleep (what round 41's
+            measured tree's load did; not kept, see below)
 
 Prints and writes DIR/first_call_parts.json: the medians (ms) of each variant's parts.
 

@@ -7,8 +7,8 @@
 #   bash benchmarks/gpu_round41.sh cold OUT [K]  a CUDA build's start making its imports old
 #       (Note [the interpreter's own frozen objects]): gc_start_probe.py on this tree, twice,
 #       then gpu_round40.sh gc's K rounds (default 3) of this tree against BASE_REV (HEAD)
-#   bash benchmarks/gpu_round41.sh warm OUT      cuBLAS started beside a load (Note [the math
-#       library starts beside a load], in round 41's measured tree only: taken out after,
+#   bash benchmarks/gpu_round41.sh warm OUT      cuBLAS started on a thread beside a load (in
+#       round 41's measured tree only, switched by PRECOMPILE_NB_LIBRARY_START; taken out after,
 #       so on later trees both sides are the same): first_call_parts.py (3 rounds), then
 #       run.py's transformer inference, load + first call against eager's (five each), with
 #       the start on and off (PRECOMPILE_NB_LIBRARY_START=0), twice in turn (~5 min)
