@@ -204,7 +204,21 @@ def later_gpu_rows() -> list[tuple[str, str, str]]:
 
 def later_cpu_rows() -> list[tuple[str, str, str]]:
     """The CPU rows of rounds 37 on, in order."""
-    return [cpu_bytecode_row(), cpu_gc_row()]
+    return [cpu_bytecode_row(), cpu_gc_row(), cpu_py312_row()]
+
+
+def cpu_py312_row() -> tuple[str, str, str]:
+    """CPU, round 41, Python 3.12: the end's collection of a cold precompile, the tree before
+    (its start's imports left young there) and this tree (moved)."""
+    src = "benchmarks/results/cpu_round41_py312/"
+    runs = [json.loads(line) for line in (ROOT / src / "probe.jsonl").read_text().splitlines()]
+    end = {t: [r["collections"][-2][1] for r in runs if r["tree"] == t]
+           for t in ("3890ad4", "this tree")}
+    return ("the end's young collection of a cold precompile (CNN training step), Python 3.12, "
+            "torch 2.13, round 41: a start whose imports stayed young → moved to the oldest "
+            "generation, two fresh processes each, ms",
+            f"{', '.join(f'{v:.0f}' for v in end['3890ad4'])} → "
+            f"{', '.join(f'{v:.0f}' for v in end['this tree'])}", src)
 
 
 def cpu_gc_row() -> tuple[str, str, str]:
