@@ -3,6 +3,7 @@
 
 usage: python benchmarks/cold_profile.py [--workloads a,b] [--device cpu|cuda] [--out DIR]
                                          [--zoo MODEL:WORKLOAD:SIZE,...]
+                                         [--beyond MODEL:WORKLOAD,...] (with --vs)
                                          [--compare-env K=V --repeats N]
                                          [--vs nb,ref,nb@REV --python PY --repeats N]
 
@@ -188,6 +189,13 @@ if case.startswith("zoo:"):  # a zoo case, MODEL:WORKLOAD:SIZE
     spec = models.build(model, size, {device!r})
     spec.model.train() if kind == "train" else spec.model.eval()
     fn, args, inference = spec.fns[kind], (spec.model, *spec.args[kind]), kind != "train"
+elif case.startswith("beyond:"):  # a beyond.py case (tiny), MODEL:WORKLOAD
+    from zoo import beyond
+    _, model, kind = case.split(":")
+    m, m_kind = beyond.CASES[model]()
+    m.train() if kind == "train" else m.eval()
+    fn, rest = beyond._example(m, m_kind)[kind]
+    args, inference = (m, *rest), kind != "train"
 else:
     from workloads import build
     w = build(case, {device!r})
@@ -234,6 +242,8 @@ def main() -> None:
     ap.add_argument("--workloads", default="tiny_mlp,transformer_infer,transformer_train,"
                                            "cnn_bn_train")
     ap.add_argument("--zoo", default="", help="comma-separated MODEL:WORKLOAD:SIZE")
+    ap.add_argument("--beyond", default="", help="comma-separated MODEL:WORKLOAD of zoo/beyond.py "
+                    "(tiny; --vs only)")
     ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     ap.add_argument("--out", default=None)
     ap.add_argument("--compare-env", default=None, help="K=V: wall times with and without it")
@@ -243,6 +253,7 @@ def main() -> None:
     args = ap.parse_args()
     cases = [w for w in args.workloads.split(",") if w]
     cases += [f"zoo:{z}" for z in args.zoo.split(",") if z]
+    cases += [f"beyond:{b}" for b in args.beyond.split(",") if b]
     if args.vs:
         versus(cases, args)
         return

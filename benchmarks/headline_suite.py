@@ -204,7 +204,21 @@ def later_gpu_rows() -> list[tuple[str, str, str]]:
 
 def later_cpu_rows() -> list[tuple[str, str, str]]:
     """The CPU rows of rounds 37 on, in order."""
-    return [cpu_bytecode_row(), cpu_gc_row(), cpu_py312_row()]
+    return [cpu_bytecode_row(), cpu_gc_row(), cpu_py312_row(), cpu_vs_ref_row()]
+
+
+def cpu_vs_ref_row() -> tuple[str, str, str]:
+    """CPU, round 41: cold precompile against torch 2.14.1's own, both on torch 2.14.1."""
+    src = "benchmarks/results/cpu_round41_vs_ref/"
+    cells = []
+    for f in ("suite_cold_vs.json", "hf_resnet_cold_vs.json"):
+        for case, r in json.loads((ROOT / src / f).read_text())["rows"].items():
+            nb, ref = (statistics.median(x["wall_s"] for x in r[s]) for s in ("nb", "ref"))
+            cells.append(f"{case.split(':')[1] if ':' in case else case} {nb / ref:.2f} "
+                         f"({nb:.1f} / {ref:.1f} s)")
+    return ("cold precompile on torch 2.14.1, precompile_nb / torch 2.14.1's precompile, "
+            "medians of 3, one thread (hf_resnet: zoo/beyond.py's tiny training step), round 41",
+            ", ".join(cells), src)
 
 
 def cpu_py312_row() -> tuple[str, str, str]:
