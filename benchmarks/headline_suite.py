@@ -204,7 +204,17 @@ def later_gpu_rows() -> list[tuple[str, str, str]]:
 
 def later_cpu_rows() -> list[tuple[str, str, str]]:
     """The CPU rows of rounds 37 on, in order."""
-    return [cpu_bytecode_row(), cpu_gc_row(), cpu_py312_row(), cpu_vs_ref_row()]
+    return [cpu_bytecode_row(), cpu_gc_row(), cpu_py312_row(), cpu_vs_ref_row(),
+            cpu_tinf_cold_row()]
+
+
+def cpu_tinf_cold_row() -> tuple[str, str, str]:
+    """CPU, round 41: the transformer inference's cold precompile against torch.compile's."""
+    src = "benchmarks/results/cpu_round41_tinf_cold/"
+    r = [_workloads(f"{src}run_{k}/results.json")["transformer_infer"]["ratios"]["cold_vs_tc_cold"]
+         for k in (1, 2, 3)]
+    return ("transformer inference, cold precompile / torch.compile compile + first call, "
+            "imports timed, three runs, round 41", ", ".join(f"{x:.2f}" for x in r), src)
 
 
 def cpu_vs_ref_row() -> tuple[str, str, str]:
