@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import statistics
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -220,15 +221,27 @@ def cpu_tinf_cold_row() -> tuple[str, str, str]:
 def cpu_vs_ref_row() -> tuple[str, str, str]:
     """CPU, round 41: cold precompile against torch 2.14.1's own, both on torch 2.14.1."""
     src = "benchmarks/results/cpu_round41_vs_ref/"
-    cells = []
-    for f in ("suite_cold_vs.json", "hf_resnet_cold_vs.json"):
-        for case, r in json.loads((ROOT / src / f).read_text())["rows"].items():
-            nb, ref = (statistics.median(x["wall_s"] for x in r[s]) for s in ("nb", "ref"))
-            cells.append(f"{case.split(':')[1] if ':' in case else case} {nb / ref:.2f} "
-                         f"({nb:.1f} / {ref:.1f} s)")
+    cells = [f"{case.split(':')[1] if ':' in case else case} {m['nb'] / m['ref']:.2f} "
+             f"({m['nb']:.1f} / {m['ref']:.1f} s)"
+             for _, case, _, m in _side_medians(src, ("suite_cold_vs.json",
+                                                      "hf_resnet_cold_vs.json"),
+                                                "rows", "wall_s", ("nb", "ref"))]
     return ("cold precompile on torch 2.14.1, precompile_nb / torch 2.14.1's precompile, "
             "medians of 3, one thread (hf_resnet: zoo/beyond.py's tiny training step), round 41",
             ", ".join(cells), src)
+
+
+def _side_medians(src: str, files: tuple[str, ...], table: str, value: str,
+                  sides: tuple[str, ...] = ()) -> Iterator[tuple[dict, str, dict, dict]]:
+    """For each case of each paired-runs file under src: (the file's record, the case, its
+    entry, {side: the median of `value` over that side's runs}); the sides are the file's
+    own ("sides") unless given, its runs under the entry's "runs" where it has them."""
+    for f in files:
+        d = json.loads((ROOT / src / f).read_text())
+        for case, v in d[table].items():
+            runs = v.get("runs", v)
+            yield d, case, v, {side: statistics.median(r[value] for r in runs[side])
+                               for side in (sides or d["sides"])}
 
 
 def cpu_py312_row() -> tuple[str, str, str]:
@@ -249,14 +262,10 @@ def cpu_gc_row() -> tuple[str, str, str]:
     """CPU, round 40: the collector's seconds inside a cold precompile, before and after a
     build's start made its imports old (paired fresh processes)."""
     src = "benchmarks/results/cpu_round40_gc/"
-    cells = []
-    for f in ("cpu213", "cpu215"):
-        d = json.loads((ROOT / src / f"{f}.json").read_text())
-        for w, v in d["workloads"].items():
-            this, base = (statistics.median(r["gc_s"] for r in v["runs"][side])
-                          for side in d["sides"])
-            cells.append(f"torch {d['torch'].split('+')[0]} {w} {base:.2f} → {this:.2f} s "
-                         f"(precompile {v['ratio']:.3f} of before)")
+    cells = [f"torch {d['torch'].split('+')[0]} {w} {m[d['sides'][1]]:.2f} → "
+             f"{m[d['sides'][0]]:.2f} s (precompile {v['ratio']:.3f} of before)"
+             for d, w, v, m in _side_medians(src, ("cpu213.json", "cpu215.json"), "workloads",
+                                             "gc_s")]
     return ("the collector's seconds inside a cold precompile, medians of 5 paired fresh "
             "processes, before → after a CPU build's start made its imports old, round 40",
             ", ".join(cells), src)
