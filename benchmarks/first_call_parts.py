@@ -22,9 +22,10 @@ Prints and writes DIR/first_call_parts.json: the medians (ms) of each variant's 
 Round 41 (H100, benchmarks/results/h100_round41/): the 2x2 product took 52-78 ms and the call
 after it 51-75 ms, against eager's first calls of 96-172 ms: cuBLAS's start is about half of
 the transformer inference's first call; the attention's is ~2 ms. A load that started cuBLAS
-on a thread (not joined) was tried in the same round: in ten alternating runs of run.py the
-load took ~2 ms longer and load + first call over eager's was 0.90-1.30 (median 1.10) with the
-thread and 1.04-1.17 (median 1.13) without, within this host's noise, so it was not kept.
+on a thread (not joined) was tried in the same round: in ten alternating runs of run.py
+import + load took ~2 ms longer, and load + first call over eager's was 0.90-1.30 (median
+1.10) with the thread and 1.04-1.17 (median 1.13) without, within this host's noise, so it
+was not kept.
 """
 from __future__ import annotations
 

@@ -181,6 +181,7 @@ def round41_rows() -> list[tuple[str, str, str]]:
                 gc_s.setdefault((w, side), []).append(sum(m["nb_cold"]["gc_s"].values()))
                 if side == "new":
                     cold.setdefault(w, []).append(v["ratios"]["cold_vs_tc_cold"])
+
     def span(v: list[float]) -> str:
         lo, hi = f"{min(v):.2f}", f"{max(v):.2f}"
         return lo if lo == hi else f"{lo}-{hi}"
