@@ -34,7 +34,6 @@ from typing import TYPE_CHECKING, Any
 
 from ..collector import collector_paused, young_made_old
 from . import _compat
-from ._compat.scoped_patch import switch_mistakes
 from .cache import pack
 from .errors import PrecompileError, fn_name, raised_by_user, user_frame
 from .load import load, python_entries
@@ -97,6 +96,8 @@ _SAID: set[str] = set()  # switch mistakes already warned about in this process
 def _warn_switch_mistakes() -> None:
     """A misspelt switch, or a switch set to a word that is neither on nor off, changes
     nothing silently: say so, once per process, at the precompile that reads them."""
+    from ._compat.scoped_patch import switch_mistakes  # Note [a load imports no stage]
+
     for said in switch_mistakes(os.environ):
         if said not in _SAID:
             _SAID.add(said)

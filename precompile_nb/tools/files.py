@@ -36,7 +36,6 @@ from ..core import build
 from ..core import cache as _cache
 from ..core.errors import PrecompileError
 from ..core.load import load as load_text
-from .store import load_pair, save_pair
 
 __all__ = ["MakeFxTracer", "Capture", "PrecompiledRunnable", "capture", "load"]
 
@@ -147,6 +146,8 @@ def write_pair(artifact_path: Path, cache_path: Path, python_code: str, cache: b
     """The pair into two files, the cache first (the module docstring says why)."""
     name = artifact_path.name[:-3] if artifact_path.name.endswith(".py") else None
     if name and cache_path == artifact_path.with_name(f"{name}.cache"):
+        from .store import save_pair  # a load from a string imports no store
+
         save_pair(artifact_path.parent, name, python_code, cache)
         return
     temps = []
@@ -250,6 +251,8 @@ def _load_files(artifact_path: Path, cache_path: Path | None) -> PrecompiledRunn
                     "string, pass the string itself (it has many lines)")
     name = artifact_path.name[:-3] if artifact_path.name.endswith(".py") else None
     if name and cache_path == artifact_path.with_name(f"{name}.cache"):
+        from .store import load_pair  # a load from a string imports no store
+
         return PrecompiledRunnable(load_pair(artifact_path.parent, name), artifact_path)
     code = artifact_path.read_text(encoding="utf-8")
     data = cache_path.read_bytes() if cache_path is not None and cache_path.exists() else None

@@ -40,7 +40,12 @@ HEAVY = ("torch._inductor", "torch._inductor.codecache", "torch._inductor.compil
          *(f"precompile_nb.core._compat.{m}" for m in (
              "autotune", "compile_pool", "conv_layout", "cpp_runs", "isa_probes",
              "kernel_store", "kernel_threads", "lowering_key", "pieces",
-             "straight_to_inductor", "tracing", "triton_store")))
+             "straight_to_inductor", "tracing", "triton_store",
+             # the lowering's and the compile path's torch internals, and the switches
+             # (~0.6 ms of the package's import when they came with the door)
+             "inductor", "scoped_patch")),
+         # nor the pair store: a load of two strings reads no files
+         "precompile_nb.tools.store")
 
 # Run in a fresh interpreter: count every child process (subprocess, spawn, fork) from before
 # load, load the pair with its cache, call it once, report. {dir} holds art.py, art.cache and

@@ -30,10 +30,11 @@ of its modules holds it:
   batch_norm.py  BatchNorm's hidden writes of its statistics, said before functionalizing
   realdata.py  data guards: fake tensors with real values, the decisions taken from them
   answers.py   what torch's compiler flags answer on the tracing thread while capture traces
-warm, inductor and scoped_patch are imported with the door (a load runs on them; none imports
-the compiler at import); every other module at the first use of one of its names (`_LAZY`), or
-for inductor.py's lowering, at its first lowering: a load imports none of them (12.8 ms of a
-tiny MLP's 67 ms load on the 2-core development machine when they came with the door).
+warm is imported with the door (a warm load runs on it; it imports no compiler); every other
+module at the first use of one of its names (`_LAZY`): a warm load imports none of them (12.8 ms
+of a tiny MLP's 67 ms load on the 2-core development machine when they came with the door;
+inductor.py and scoped_patch.py, which a warm load does not use either, came with it until
+round 41: ~0.6 ms of `from precompile_nb import precompile`).
 """
 from __future__ import annotations
 
@@ -43,24 +44,6 @@ from typing import Any
 
 import torch
 
-from .inductor import (  # noqa: F401 - the door re-exports
-    SKIP_CACHE_PARTS,
-    in_process_kernel_loads,
-    inductor_cache_dir,
-    inductor_compile,
-    isa_probe_sources,
-    isa_probes_in_process,
-    private_compile_cache,
-    recording_triton_launchers,
-    reproducible_comment,
-    reproducible_inductor_source,
-    run_isa_probes_fresh,
-    running_artifact,
-    same_kernel_keys,
-    strip_inductor_main,
-    triton_cache_dir,
-    triton_launch_records,
-)
 from .warm import (  # noqa: F401 - the door re-exports
     WARM_IMPORTS,
     can_launch_cubins,
@@ -79,12 +62,18 @@ from .warm import (  # noqa: F401 - the door re-exports
     relocate_cache_file,
     resolve_torch_path,
     triton_binaries_only,
+    triton_cache_dir,
     warm_module_attrs,
 )
 
 # The capture side of the door, imported at the first use of one of its names (Note [a load
 # imports no stage] in core/__init__.py): NAME -> (module, its name there).
 _LAZY_NAMES: dict[str, tuple[str, ...]] = {
+    "inductor": ("SKIP_CACHE_PARTS", "in_process_kernel_loads", "inductor_cache_dir",
+                 "inductor_compile", "isa_probe_sources", "isa_probes_in_process",
+                 "private_compile_cache", "recording_triton_launchers", "reproducible_comment",
+                 "reproducible_inductor_source", "run_isa_probes_fresh", "running_artifact",
+                 "same_kernel_keys", "strip_inductor_main", "triton_launch_records"),
     "answers": ("tracing_as_a_compiler",),
     "autotune": ("SizeChoice", "autotune_now", "tuning_at_sizes"),
     "compile_pool": ("end_build_workers", "forked_worker_count", "import_lowering",

@@ -13,8 +13,6 @@ from typing import Any
 
 import torch
 
-from .warm import light_inductor_cache_dir
-
 
 @contextlib.contextmanager
 def private_compile_cache() -> Iterator[str]:
@@ -517,15 +515,6 @@ def inductor_cache_dir() -> str:
     from torch._inductor.runtime.cache_dir_utils import cache_dir
 
     return cache_dir()
-
-
-def triton_cache_dir(device_index: int) -> str:
-    """torch._inductor.runtime.cache_dir_utils.triton_cache_dir without importing
-    torch._inductor (2.11-2.14): TRITON_CACHE_DIR, else <inductor cache dir>/triton/<device>."""
-    directory = os.getenv("TRITON_CACHE_DIR")
-    if directory is not None:
-        return directory
-    return os.path.join(light_inductor_cache_dir(), "triton", str(device_index))
 
 
 # Files of a private compile dir that are not kernel binaries: caches of *our* graph at
