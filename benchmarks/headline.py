@@ -18,7 +18,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # headline_suite, run as a script or not
 from headline_suite import (cache_read_row, later_cpu_rows, later_gpu_rows,  # noqa: E402
-                            round34_rows, suite_every_mode_rows, suite_runs_row)
+                            load_paired_row, round34_rows, suite_every_mode_rows,
+                            suite_runs_row)
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
@@ -556,18 +557,6 @@ def cpu_warm_vs_eager_row(src: str, label: str) -> tuple[str, str, str]:
             ", ".join(f"{k} {w[k]['ratios']['load_cache_vs_eager_first']:.2f} ("
                       f"{ms(k, 'nb_load_cache', 'total_s')} / {ms(k, 'eager', 'first_call_s')})"
                       for k in w), src)
-
-
-def load_paired_row(src: str, base: str, what: str) -> tuple[str, str, str]:
-    """Import precompile_nb + load with the cache, the tree against `base`, fresh processes
-    alternating (load_imports.py --baseline-rev BASE)."""
-    cells = []
-    for name in (*WORKLOADS, "cnn_dynamic_infer"):
-        trees = json.loads((ROOT / src / f"load_imports_{name}.json").read_text())["trees"]
-        ms = {tree: t["median_ms"]["bytecode"] for tree, t in trees.items()}
-        cells.append(f"{name} {ms[base]:.1f} → {ms['working tree']:.1f}")
-    return (f"import precompile_nb + load with the cache, {what}, paired fresh processes, "
-            "medians of 9, ms", ", ".join(cells), src)
 
 
 def cpu_vs_ref_row(src: str, label: str) -> tuple[str, str, str]:

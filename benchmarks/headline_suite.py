@@ -207,7 +207,10 @@ def later_gpu_rows() -> list[tuple[str, str, str]]:
 def later_cpu_rows() -> list[tuple[str, str, str]]:
     """The CPU rows of rounds 37 on, in order."""
     return [cpu_bytecode_row(), cpu_gc_row(), cpu_py312_row(), cpu_vs_ref_row(),
-            cpu_tinf_cold_row()]
+            cpu_tinf_cold_row(),
+            load_paired_row("benchmarks/results/cpu_round41_load_imports/", "76662f4",
+                            "round 41, before → after a load stopped importing the lowering's "
+                            "torch internals, the switches and the pair store")]
 
 
 def cpu_tinf_cold_row() -> tuple[str, str, str]:
@@ -257,6 +260,19 @@ def cpu_py312_row() -> tuple[str, str, str]:
             "generation, two fresh processes each, ms",
             f"{', '.join(f'{v:.0f}' for v in end['3890ad4'])} → "
             f"{', '.join(f'{v:.0f}' for v in end['this tree'])}", src)
+
+
+def load_paired_row(src: str, base: str, what: str) -> tuple[str, str, str]:
+    """Import precompile_nb + load with the cache, the tree against `base`, fresh processes
+    alternating (load_imports.py --baseline-rev BASE)."""
+    cells = []
+    for name in ("tiny_mlp", "transformer_infer", "transformer_train", "cnn_bn_train",
+                 "cnn_dynamic_infer"):
+        trees = json.loads((ROOT / src / f"load_imports_{name}.json").read_text())["trees"]
+        ms = {tree: t["median_ms"]["bytecode"] for tree, t in trees.items()}
+        cells.append(f"{name} {ms[base]:.1f} → {ms['working tree']:.1f}")
+    return (f"import precompile_nb + load with the cache, {what}, paired fresh processes, "
+            "medians of 9, ms", ", ".join(cells), src)
 
 
 def cpu_gc_row() -> tuple[str, str, str]:
