@@ -66,8 +66,8 @@ from .warm import (  # noqa: F401 - the door re-exports
     warm_module_attrs,
 )
 
-# The capture side of the door, imported at the first use of one of its names (Note [a load
-# imports no stage] in core/__init__.py): NAME -> (module, its name there).
+# The capture's and the lowering's side of the door, imported at the first use of one of its
+# names (Note [a load imports no stage] in core/__init__.py): NAME -> (module, its name there).
 _LAZY_NAMES: dict[str, tuple[str, ...]] = {
     "inductor": ("SKIP_CACHE_PARTS", "in_process_kernel_loads", "inductor_cache_dir",
                  "inductor_compile", "isa_probe_sources", "isa_probes_in_process",

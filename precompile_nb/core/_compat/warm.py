@@ -128,7 +128,6 @@ def load_cpp_kernel(path: str, key: str) -> Callable:
     return module.kernel
 
 
-
 def triton_cache_dir(device_index: int) -> str:
     """torch._inductor.runtime.cache_dir_utils.triton_cache_dir without importing
     torch._inductor (2.11-2.14): TRITON_CACHE_DIR, else <inductor cache dir>/triton/<device>."""
@@ -136,6 +135,7 @@ def triton_cache_dir(device_index: int) -> str:
     if directory is not None:
         return directory
     return os.path.join(light_inductor_cache_dir(), "triton", str(device_index))
+
 
 def can_launch_cubins() -> str | None:
     """Why this process cannot launch cached cubins itself, or None when it can (a CUDA
