@@ -17,9 +17,9 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # headline_suite, run as a script or not
-from headline_suite import (cache_read_row, later_cpu_rows, later_gpu_rows,  # noqa: E402
-                            load_paired_row, round34_rows, suite_every_mode_rows,
-                            suite_runs_row)
+from headline_suite import (cache_read_row, cpu_vs_ref_row, later_cpu_rows,  # noqa: E402
+                            later_gpu_rows, load_paired_row, round34_rows,
+                            suite_every_mode_rows, suite_runs_row)
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
@@ -559,18 +559,6 @@ def cpu_warm_vs_eager_row(src: str, label: str) -> tuple[str, str, str]:
                       for k in w), src)
 
 
-def cpu_vs_ref_row(src: str, label: str) -> tuple[str, str, str]:
-    """Cold precompile against torch 2.14.1's own, both on torch 2.14.1 (cold_profile.py --vs
-    nb,ref)."""
-    rows = json.loads((ROOT / src).read_text())["rows"]
-    ratios = [statistics.median(x["wall_s"] for x in rows[w]["nb"])
-              / statistics.median(x["wall_s"] for x in rows[w]["ref"])
-              for w in ("cnn_bn_train", "transformer_train")]
-    return ("cold precompile on torch 2.14.1, precompile_nb / torch 2.14.1's precompile, "
-            f"medians of 3 (CNN + BatchNorm, transformer training steps), {label}",
-            ", ".join(f"{x:.2f}" for x in ratios), src)
-
-
 def kernel_reuse_row() -> tuple[str, str, str]:
     """A second process's precompile with the C++ kernels the first kept (Note [C++ kernels
     built once]), without them, and torch.compile's second process (cpu_round11/)."""
@@ -627,9 +615,9 @@ def render() -> str:
                                "round 33, before → after a load stopped importing the package's "
                                "driver"))
     cpu += [kernel_reuse_row(), precompile_again_row(23), precompile_again_row(25)]
-    cpu.append(cpu_vs_ref_row("benchmarks/results/cpu_round13/cold_vs_ref_torch2.14.1.json",
-                              "round 13"))
-    cpu.append(cpu_vs_ref_row("benchmarks/results/cpu_round14/cold_vs_torch2.14.1.json",
+    cpu.append(cpu_vs_ref_row("benchmarks/results/cpu_round13/",
+                              ("cold_vs_ref_torch2.14.1.json",), "round 13"))
+    cpu.append(cpu_vs_ref_row("benchmarks/results/cpu_round14/", ("cold_vs_torch2.14.1.json",),
                               "round 14 (ISA probes at once)"))
     cpu.extend(later_cpu_rows())
     lines = [

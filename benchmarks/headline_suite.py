@@ -206,7 +206,10 @@ def later_gpu_rows() -> list[tuple[str, str, str]]:
 
 def later_cpu_rows() -> list[tuple[str, str, str]]:
     """The CPU rows of rounds 37 on, in order."""
-    return [cpu_bytecode_row(), cpu_gc_row(), cpu_py312_row(), cpu_vs_ref_row(),
+    return [cpu_bytecode_row(), cpu_gc_row(), cpu_py312_row(),
+            cpu_vs_ref_row("benchmarks/results/cpu_round41_vs_ref/",
+                           ("suite_cold_vs.json", "hf_resnet_cold_vs.json"),
+                           "one thread (hf_resnet: zoo/beyond.py's tiny training step), round 41"),
             cpu_tinf_cold_row(),
             load_paired_row("benchmarks/results/cpu_round41_load_imports/", "76662f4",
                             "round 41, before → after a load stopped importing the lowering's "
@@ -222,17 +225,15 @@ def cpu_tinf_cold_row() -> tuple[str, str, str]:
             "imports timed, three runs, round 41", ", ".join(f"{x:.2f}" for x in r), src)
 
 
-def cpu_vs_ref_row() -> tuple[str, str, str]:
-    """CPU, round 41: cold precompile against torch 2.14.1's own, both on torch 2.14.1."""
-    src = "benchmarks/results/cpu_round41_vs_ref/"
+def cpu_vs_ref_row(src: str, files: tuple[str, ...], label: str) -> tuple[str, str, str]:
+    """Cold precompile against torch 2.14.1's own, both on torch 2.14.1 (cold_profile.py --vs
+    nb,ref): each case's medians' ratio and seconds."""
     cells = [f"{case.split(':')[1] if ':' in case else case} {m['nb'] / m['ref']:.2f} "
              f"({m['nb']:.1f} / {m['ref']:.1f} s)"
-             for _, case, _, m in _side_medians(src, ("suite_cold_vs.json",
-                                                      "hf_resnet_cold_vs.json"),
-                                                "rows", "wall_s", ("nb", "ref"))]
+             for _, case, _, m in _side_medians(src, files, "rows", "wall_s", ("nb", "ref"))]
     return ("cold precompile on torch 2.14.1, precompile_nb / torch 2.14.1's precompile, "
-            "medians of 3, one thread (hf_resnet: zoo/beyond.py's tiny training step), round 41",
-            ", ".join(cells), src)
+            f"medians of 3, {label}", ", ".join(cells),
+            f"{src}{files[0]}" if len(files) == 1 else src)
 
 
 def _side_medians(src: str, files: tuple[str, ...], table: str, value: str,

@@ -193,7 +193,7 @@ def test_objects_the_interpreter_froze_itself_do_not_stop_the_move(monkeypatch):
     gc.collect()
     gc.freeze()
     try:
-        monkeypatch.setitem(collector._FROZEN, "own", gc.get_freeze_count())
+        monkeypatch.setattr(collector, "_OWN_FROZEN", gc.get_freeze_count())
         for _ in range(2):  # the first move thaws the interpreter's own; the second finds 0
             with collector_paused():
                 with collector.young_made_old():
