@@ -198,10 +198,31 @@ def round41_rows() -> list[tuple[str, str, str]]:
                            ", the medians of five first calls of each")]
 
 
+_R42 = "benchmarks/results/h100_round42/"
+
+
+def round42_rows() -> list[tuple[str, str, str]]:
+    """Round 42 (a fifth H100, torch's bytecode): the transformer inference's first call after
+    a load in the driver's pieces, one run of every mode, the warm suite, three cold runs."""
+    med = json.loads((ROOT / f"{_R42}parts/first_call_parts.json").read_text())["medians_ms"]
+    nb, sp, e = med["nb"], med["nb_split"], med["eager"]
+    parts = (f"eager's first call {e['call']:.1f}; import + load {nb['load']:.1f}, then the "
+             f"first call {nb['call']:.1f} (in pieces: flatten {sp['flatten']:.1f}, checks "
+             f"{sp['check']:.1f}, graph {sp['graph']:.1f})")
+    return [("transformer inference (H100), round 42: a fresh process's import + load, then "
+             "the first call through the artifact's driver, against eager's first call "
+             "(first_call_parts.py, medians of five, ms)", parts, f"{_R42}parts/"),
+            *suite_every_mode_rows("42", f"{_R42}full/results.json", "H100, torch's bytecode"),
+            suite_runs_row("42", (f"{_R42}suite_1/results.json",), "H100, torch's bytecode",
+                           ", the medians of five first calls of each"),
+            _cold_spans_row("42", _R42, 3, "H100, torch's bytecode; the same tree's cold starts "
+                            "moved 30-70% between this machine's calls")]
+
+
 def later_gpu_rows() -> list[tuple[str, str, str]]:
     """The GPU rows of rounds 37 on, in order."""
     return [*round37_rows(), *round38_rows(), *round39_rows(), *round40_rows(),
-            *round41_rows()]
+            *round41_rows(), *round42_rows()]
 
 
 def later_cpu_rows() -> list[tuple[str, str, str]]:
