@@ -90,11 +90,14 @@ def _pc_light_init(self, *args, **kwargs):
             v = cls._pc_defaults[n]()
         else:
             raise TypeError(f"{cls.__name__}() missing argument {n!r}")
-        object.__setattr__(self, n, v)
+        _pc_set(self, n, v)
 
 
 def _pc_light_frozen(self, name, *value):
     raise _pc_dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
+
+
+_pc_set = object.__setattr__  # how a frozen record's fields are first set
 
 
 def _pc_light_values(self):
@@ -498,11 +501,23 @@ _PC_HEADER = ("format", "version", "backend", "torch")
 
 
 class _PcBadLiteral(Exception):
-    """Internal: a literal field that does not fit its schema (becomes a PrecompileError)."""
+    """Internal: a literal field that does not fit its schema (becomes a PrecompileError).
+    `at` is the field's path: a str, or (the parent's path, a key), spelled out by _pc_at only
+    here, when a literal is bad (a load decodes hundreds of good fields)."""
 
     def __init__(self, at, expected, actual):
+        at = _pc_at(at)
         super().__init__(at)
         self.at, self.expected, self.actual = at, expected, actual
+
+
+def _pc_at(at):
+    """A field's path as the error names it: _PC_META['inputs'][0]['shape']."""
+    keys = []
+    while type(at) is tuple:
+        at, key = at
+        keys.append(key)
+    return at + "".join(f"[{k!r}]" for k in reversed(keys))
 
 
 def _pc_decode_field(kind, v, at):
@@ -510,7 +525,7 @@ def _pc_decode_field(kind, v, at):
         cls = kind[1]
         if type(v) is not list:
             raise _PcBadLiteral(at, f"a list of {cls.__name__[2:]} records", v)
-        return tuple(_pc_decode_record(cls, x, f"{at}[{i}]") for i, x in enumerate(v))
+        return tuple(_pc_decode_record(cls, x, (at, i)) for i, x in enumerate(v))
     if isinstance(kind, tuple) and kind[0] == "record?":
         return None if v is None else _pc_decode_record(globals()[kind[1]], v, at)
     if isinstance(kind, tuple) and kind[0] == "union":
@@ -521,8 +536,8 @@ def _pc_decode_field(kind, v, at):
         for i, x in enumerate(v):
             tag = x.get("kind") if type(x) is dict else None
             if type(tag) is not str or tag not in members:
-                raise _PcBadLiteral(f"{at}[{i}]['kind']", f"one of {sorted(members)}", tag)
-            out.append(_pc_decode_record(members[tag], x, f"{at}[{i}]", skip=("kind",)))
+                raise _PcBadLiteral(((at, i), "kind"), f"one of {sorted(members)}", tag)
+            out.append(_pc_decode_record(members[tag], x, (at, i), skip=("kind",)))
         return tuple(out)
     if isinstance(kind, tuple):  # an enumeration of allowed strings
         if v not in kind or type(v) is not str:
@@ -541,14 +556,14 @@ def _pc_decode_record(cls, lit, at, skip=()):
     schema = cls._pc_schema
     unknown = [k for k in lit if k not in schema and k not in skip]
     if unknown:
-        raise _PcBadLiteral(f"{at}[{unknown[0]!r}]", f"no such field in {cls.__name__[2:]}",
+        raise _PcBadLiteral((at, unknown[0]), f"no such field in {cls.__name__[2:]}",
                             unknown[0])
-    values = {}
+    rec = object.__new__(cls)  # every field is set below: no __init__ to run again
     for name, kind in schema.items():
         if name not in lit:
-            raise _PcBadLiteral(f"{at}[{name!r}]", f"a field of {cls.__name__[2:]}", "missing")
-        values[name] = _pc_decode_field(kind, lit[name], f"{at}[{name!r}]")
-    return cls(**values)
+            raise _PcBadLiteral((at, name), f"a field of {cls.__name__[2:]}", "missing")
+        _pc_set(rec, name, _pc_decode_field(kind, lit[name], (at, name)))
+    return rec
 
 
 def _pc_decode(meta, Err=None):

@@ -166,6 +166,18 @@ def test_a_malformed_field_is_named_with_its_full_path(eager_art):
     assert ei.value.expected == "a bool" and ei.value.actual == "'yes'"
 
 
+def test_every_record_literal_names_each_field_of_its_record_exactly():
+    # a load builds each record from its literal's schema alone (no __init__ runs), so a
+    # field missing from the schema would be left unset, and the first call would fail on it
+    from precompile_nb.runtime import driver
+
+    records = [c for c in vars(driver).values()
+               if isinstance(c, type) and hasattr(c, "_pc_schema")]
+    assert len(records) > 10
+    for c in records:
+        assert tuple(c._pc_schema) == c._pc_fields, c.__name__
+
+
 def test_metadata_whose_indices_point_nowhere_is_rejected_at_load(eager_art):
     meta, _, _ = _meta_of(eager_art.python_code)
     meta["grads"][0]["input"] = 99
