@@ -13,3 +13,14 @@ if [ "${GPU_SITE_BYTECODE:-1}" = 1 ] && [ ! -e /tmp/pyc/.site_bytecode ]; then
 fi
 T0=$(date +%s)
 say() { echo "[$ROUND] $* at +$(( $(date +%s) - T0 ))s"; }
+# What a part ran on and with: the card's name, the commit and the tree's changes, into $1.
+record_machine() {
+  nvidia-smi --query-gpu=name --format=csv,noheader | head -1 > "$1/card.txt"
+  git rev-parse HEAD > "$1/head.txt"; git status --short > "$1/tree_changes.txt"
+}
+# On an H200: issue 28's H200 points (the zoo and the cache read, gpu_round34.sh h200) into $1;
+# on another card: the rest of the arguments, run as a command.
+h200_else() {
+  local out=$1; shift
+  if grep -q H200 "$out/card.txt"; then bash benchmarks/gpu_round34.sh h200 "$out"; else "$@"; fi
+}

@@ -18,19 +18,15 @@ set -uo pipefail
 PART=$1; OUT=$2
 export GPU_SITE_BYTECODE=${GPU_SITE_BYTECODE:-1}
 ROUND=round41; source benchmarks/gpu_env.sh
-nvidia-smi --query-gpu=name --format=csv,noheader | head -1 > "$OUT/card.txt"
-git rev-parse HEAD > "$OUT/head.txt"; git status --short > "$OUT/tree_changes.txt"
+record_machine "$OUT"
+not_h200() {
+  bash benchmarks/gpu_round40.sh probe "$OUT"
+  timeout 300 python3 benchmarks/first_call_parts.py --rounds 5 --out "$OUT/parts" \
+    > "$OUT/parts.log" 2>&1
+  say "parts: $(tail -5 "$OUT/parts.log" | tr '\n' ';')"
+}
 case "$PART" in
-  first)
-    if grep -q H200 "$OUT/card.txt"; then
-      bash benchmarks/gpu_round34.sh h200 "$OUT"
-    else
-      bash benchmarks/gpu_round40.sh probe "$OUT"
-      timeout 300 python3 benchmarks/first_call_parts.py --rounds 5 --out "$OUT/parts" \
-        > "$OUT/parts.log" 2>&1
-      say "parts: $(tail -5 "$OUT/parts.log" | tr '\n' ';')"
-    fi
-    ;;
+  first) h200_else "$OUT" not_h200 ;;
   cold)
     for k in 1 2; do
       d=$(mktemp -d); TORCHINDUCTOR_CACHE_DIR=$d/i TRITON_CACHE_DIR=$d/t timeout 90 \

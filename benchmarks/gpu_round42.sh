@@ -15,23 +15,19 @@ set -uo pipefail
 PART=$1; OUT=$2
 export GPU_SITE_BYTECODE=${GPU_SITE_BYTECODE:-1}
 ROUND=round42; source benchmarks/gpu_env.sh
-nvidia-smi --query-gpu=name --format=csv,noheader | head -1 > "$OUT/card.txt"
-git rev-parse HEAD > "$OUT/head.txt"; git status --short > "$OUT/tree_changes.txt"
+record_machine "$OUT"
+not_h200() {
+  timeout 150 python3 benchmarks/first_call_parts.py --rounds 5 --variants eager,nb,nb_split \
+    --out "$OUT/parts" > "$OUT/parts.log" 2>&1
+  say "parts: $(tail -3 "$OUT/parts.log" | tr '\n' ';')"
+  timeout 420 python3 benchmarks/run.py --device cuda --out "$OUT/full" \
+    --modes eager,tc_cold,tc_warm,nb_cold,nb_load_cache,steady --timeout 120 \
+    > "$OUT/full.log" 2>&1
+  rm -f "$OUT/full/results.png"
+  say "full: $(grep -E "steady|cold first|eager's own" "$OUT/full.log" | tail -n 4 | tr '\n' ';')"
+}
 case "$PART" in
-  first)
-    if grep -q H200 "$OUT/card.txt"; then
-      bash benchmarks/gpu_round34.sh h200 "$OUT"
-    else
-      timeout 150 python3 benchmarks/first_call_parts.py --rounds 5 --variants eager,nb,nb_split \
-        --out "$OUT/parts" > "$OUT/parts.log" 2>&1
-      say "parts: $(tail -3 "$OUT/parts.log" | tr '\n' ';')"
-      timeout 420 python3 benchmarks/run.py --device cuda --out "$OUT/full" \
-        --modes eager,tc_cold,tc_warm,nb_cold,nb_load_cache,steady --timeout 120 \
-        > "$OUT/full.log" 2>&1
-      rm -f "$OUT/full/results.png"
-      say "full: $(grep -E "steady|cold first|eager's own" "$OUT/full.log" | tail -n 4 | tr '\n' ';')"
-    fi
-    ;;
+  first) h200_else "$OUT" not_h200 ;;
   suite) bash benchmarks/gpu_round37.sh suite "$OUT" 1 ;;
   timeline)
     timeout 330 python3 benchmarks/cold_timeline.py --device cuda \
