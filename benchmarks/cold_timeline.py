@@ -4,12 +4,15 @@ compiler caches, under a wall-clock stack sampler (stack_sampler.py, 5 ms).
 
 usage: python benchmarks/cold_timeline.py [--device cpu|cuda] [--workloads a,b]
                                           [--tools nb,tc] [--repeats N] [--out DIR]
-       python benchmarks/cold_timeline.py --summarize DIR
+       python benchmarks/cold_timeline.py --summarize DIR [--parts]
 
 Each run's main thread is split into phases by the innermost frame that names one (below);
 an import is labelled by the package whose module body runs. The other threads are counted
 where they are not idle (waiting on a queue or a lock). Writes DIR/<workload>_<tool>_<k>.json
-(the samples) and DIR/summary.md; prints the summary.
+(the samples) and DIR/summary.md; prints the summary. --summarize DIR --parts prints each
+precompile run's main-thread seconds by part of the pipeline instead (PARTS: the capture's
+trace, the decomposition trace, Inductor's compile and what inside it builds launchers or
+imports sympy.physics, the tuning run, the whole lowering).
 """
 from __future__ import annotations
 
@@ -92,6 +95,33 @@ def summarize_run(path: str) -> dict:
             "segments": [s for s in segments if s[2] - s[1] >= 0.05]}
 
 
+# parts of a precompile, each by the frames its main-thread samples all hold (--parts)
+PARTS = (
+    ("the capture's trace", ("core/_compat/tracing.py:make_fx_trace",)),
+    ("  of which: the backward", ("core/_compat/tracing.py:tagged_backward",)),
+    ("the decomposition trace before Inductor", ("straight_to_inductor.py:decomposed",)),
+    ("Inductor's compile of the graph", ("core/_compat/inductor.py:inner",)),
+    ("  of which: gcc building Triton's launchers", ("core/_compat/inductor.py:inner",
+                                                    "make_launcher", "triton/runtime/build.py")),
+    ("  of which: sympy.physics imported", ("core/_compat/inductor.py:inner",
+                                           "sympy/physics/__init__.py:<module>")),
+    ("the compiled graph run once to tune its kernels", ("autotune.py:autotune_now",)),
+    ("all of the lowering", ("precompile_nb/core/lower.py:",)),
+)
+
+
+def parts_of(path: str) -> dict:
+    """Main-thread seconds of each of PARTS in one run's samples (a sample counts for every
+    part whose frames its stack holds, so the rows overlap where they say "of which")."""
+    with open(path) as f:
+        rec = json.load(f)
+    names = rec["names"]
+    main = [[names[i] for i in ids] for _, tid, ids in rec["samples"] if tid == 0]
+    scale = (rec["samples"][-1][0] / len(main)) if main else 0.0
+    return {label: round(scale * sum(all(any(m in n for n in st) for m in marks)
+                                     for st in main), 2) for label, marks in PARTS}
+
+
 def _merge(rows: list[dict]) -> dict:
     """The mean of each phase's seconds over runs (0 where a run lacks it)."""
     keys = {k for r in rows for k in r["main"]}
@@ -139,7 +169,17 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=180)
     ap.add_argument("--out", default=os.path.join(HERE, "results", "cold_timeline"))
     ap.add_argument("--summarize", help="a DIR of an earlier run: its summary again")
+    ap.add_argument("--parts", action="store_true", help="with --summarize: each precompile "
+                    "run's main-thread seconds by part of the pipeline (PARTS)")
     a = ap.parse_args()
+    if a.summarize and a.parts:
+        for name in sorted(os.listdir(a.summarize)):
+            if name.endswith(".json") and "_nb_" in name:
+                print(f"## {name[:-5]}\n\n| part | s |\n| --- | ---: |")
+                for label, sec in parts_of(os.path.join(a.summarize, name)).items():
+                    print(f"| {label} | {sec:.2f} |")
+                print()
+        return
     if a.summarize:
         with open(os.path.join(a.summarize, "runs.json")) as f:
             print(report(a.summarize, json.load(f)))

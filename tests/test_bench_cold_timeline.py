@@ -53,3 +53,22 @@ def test_sampled_region_is_summarized_by_phase(tmp_path):
     summary = cold_timeline.summarize_run(str(tmp_path / "s.json"))
     assert max(summary["main"], key=summary["main"].get) == "fx"
     assert [seg[0] for seg in summary["segments"]] == ["fx"]  # one stretch, nothing else
+
+
+def test_parts_count_a_main_thread_sample_for_every_part_whose_frames_it_holds(tmp_path):
+    import json
+
+    names = ["precompile_nb/core/_compat/inductor.py:inner", "precompile_nb/core/lower.py:x",
+             "triton/runtime/build.py:_build", "torch/_inductor/x.py:make_launcher",
+             "precompile_nb/core/_compat/straight_to_inductor.py:decomposed"]
+    samples = [[0.1, 0, [2, 3, 0, 1]],  # gcc for a launcher inside Inductor, in the lowering
+               [0.2, 0, [0, 1]],  # Inductor alone
+               [0.3, 1, [4, 1]],  # another thread: not counted
+               [0.4, 0, [4, 1]]]  # the decomposition trace
+    path = tmp_path / "w_nb_0.json"
+    path.write_text(json.dumps({"names": names, "samples": samples}))
+    got = cold_timeline.parts_of(str(path))
+    assert got["Inductor's compile of the graph"] == 0.27  # 2 of 3 main samples, 0.4 s
+    assert got["  of which: gcc building Triton's launchers"] == 0.13
+    assert got["the decomposition trace before Inductor"] == 0.13
+    assert got["all of the lowering"] == 0.4 and got["the capture's trace"] == 0.0
