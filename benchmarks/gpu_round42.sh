@@ -3,8 +3,9 @@
 #   bash benchmarks/gpu_round42.sh first OUT   on an H200: the zoo and the cache read (issue 28's
 #       H200 points, gpu_round34.sh h200, ~510 s); on another card: the transformer inference's
 #       first call after a load, in the driver's pieces, beside eager's (first_call_parts.py,
-#       ~1.5 min), then one run of every mode of run.py's five workloads (eager, torch.compile cold and warm, precompile, load, steady):
-#       the cold, warm and steady ratios of one tree in one run (~6-8 min)
+#       ~1.5 min), then one run of every mode of run.py's five workloads (eager, torch.compile
+#       cold and warm, precompile, load, steady): the cold, warm and steady ratios of one tree
+#       in one run (~6-8 min)
 #   bash benchmarks/gpu_round42.sh suite OUT     run.py's five workloads' warm starts against
 #       eager's first calls, five each in turn (gpu_round37.sh suite)
 #   bash benchmarks/gpu_round42.sh timeline OUT  where the two training steps' cold starts go,
