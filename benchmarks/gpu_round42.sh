@@ -12,6 +12,9 @@
 #       precompile_nb against torch.compile, phase by phase (cold_timeline.py, two runs each;
 #       round 42's cold ratios of these two were 0.79-0.96 and 0.75-1.02), then the suite's
 #       cold starts once more (gpu_round37.sh cold)
+#   bash benchmarks/gpu_round42.sh launchers OUT which kernels of the two training steps' cold
+#       precompiles take Triton's own launcher (gcc on the main thread) and why
+#       (launcher_probe.py, ~1 min), then the timeline part
 set -uo pipefail
 PART=$1; OUT=$2
 export GPU_SITE_BYTECODE=${GPU_SITE_BYTECODE:-1}
@@ -37,5 +40,11 @@ case "$PART" in
     say "timeline: $(grep -c '^|' "$OUT/timeline/summary.md") rows"
     timeout 200 bash benchmarks/gpu_round37.sh cold "$OUT" 1
     ;;
-  *) echo "usage: bash benchmarks/gpu_round42.sh first|suite|timeline OUT" >&2; exit 2 ;;
+  launchers)
+    timeout 240 python3 benchmarks/launcher_probe.py --out "$OUT/launchers" \
+      > "$OUT/launchers.log" 2>&1
+    say "launchers: $(tr '\n' ';' < "$OUT/launchers.log" | cut -c1-600)"
+    bash benchmarks/gpu_round42.sh timeline "$OUT"
+    ;;
+  *) echo "usage: bash benchmarks/gpu_round42.sh first|suite|timeline|launchers OUT" >&2; exit 2 ;;
 esac
