@@ -51,7 +51,9 @@ class Catch(logging.Handler):
 lg = logging.getLogger(th.__name__)
 lg.addHandler(Catch()); lg.setLevel(logging.INFO); lg.propagate = False
 
-made = th.CachingAutotuner._make_launchers
+made = getattr(th.CachingAutotuner, "_make_launchers", None)
+if made is None:  # another torch's autotuner: nothing to wrap, said in the result
+    rec["make_launchers"] = "CachingAutotuner._make_launchers not found"
 def _make_launchers(self):
     for r in self.compile_results or ():
         if isinstance(r, th.StaticTritonCompileResult):
@@ -71,7 +73,8 @@ def _make_launchers(self):
         rec["triton"].append({{"kernel": getattr(r.kernel.metadata, "name", "?"),
                               "why": list(reasons) or ["(no reason logged)"]}})
     return made(self)
-th.CachingAutotuner._make_launchers = _make_launchers
+if made is not None:
+    th.CachingAutotuner._make_launchers = _make_launchers
 
 try:
     from triton.backends.nvidia import driver as nv
