@@ -7,7 +7,8 @@ python3 -m compileall -q precompile_nb
 # Round 37's host had a torch with no .pyc files and PYTHONDONTWRITEBYTECODE=1 set: every
 # process compiled torch, Triton and sympy from source (benchmarks/site_bytecode.py says more).
 # Compiled here once a machine, from round 38 on (GPU_SITE_BYTECODE=0: as before).
-if [ "${GPU_SITE_BYTECODE:-1}" = 1 ] && [ ! -e /tmp/pyc/.site_bytecode ]; then
+export GPU_SITE_BYTECODE=${GPU_SITE_BYTECODE:-1}  # a part's scripts inherit the round's choice
+if [ "$GPU_SITE_BYTECODE" = 1 ] && [ ! -e /tmp/pyc/.site_bytecode ]; then
   python3 benchmarks/site_bytecode.py torch torch._inductor.compile_fx torch._dynamo triton \
     transformers timm torchvision && touch /tmp/pyc/.site_bytecode
 fi

@@ -11,7 +11,6 @@
 #   bash benchmarks/gpu_round39.sh h200 OUT      the zoo and cache read on an H200 (issue 28)
 set -uo pipefail
 PART=$1; OUT=$2
-export GPU_SITE_BYTECODE=${GPU_SITE_BYTECODE:-1}
 ROUND=round39; source benchmarks/gpu_env.sh
 case "$PART" in
   next)

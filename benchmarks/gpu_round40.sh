@@ -12,7 +12,6 @@
 #       making the CUDA start's imports old as round 40's tree did, then BASE_REV's tree (~1 min)
 set -uo pipefail
 PART=$1; OUT=$2; K=${3:-3}
-export GPU_SITE_BYTECODE=${GPU_SITE_BYTECODE:-1}
 ROUND=round40; source benchmarks/gpu_env.sh
 WL=tiny_mlp,transformer_train,cnn_bn_train
 case "$PART" in

@@ -16,7 +16,6 @@
 #       eager's first calls (gpu_round37.sh suite)
 set -uo pipefail
 PART=$1; OUT=$2
-export GPU_SITE_BYTECODE=${GPU_SITE_BYTECODE:-1}
 ROUND=round41; source benchmarks/gpu_env.sh
 record_machine "$OUT"
 not_h200() {

@@ -17,7 +17,6 @@
 #       (launcher_probe.py, ~1 min), then the timeline part
 set -uo pipefail
 PART=$1; OUT=$2
-export GPU_SITE_BYTECODE=${GPU_SITE_BYTECODE:-1}
 ROUND=round42; source benchmarks/gpu_env.sh
 record_machine "$OUT"
 not_h200() {
