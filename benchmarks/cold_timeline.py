@@ -172,7 +172,9 @@ def main() -> None:
     ap.add_argument("--parts", action="store_true", help="with --summarize: each precompile "
                     "run's main-thread seconds by part of the pipeline (PARTS)")
     a = ap.parse_args()
-    if a.summarize and a.parts:
+    if a.parts and not a.summarize:
+        ap.error("--parts reads an earlier run's samples: give its folder with --summarize DIR")
+    if a.parts:
         for name in sorted(os.listdir(a.summarize)):
             if name.endswith(".json") and "_nb_" in name:
                 print(f"## {name[:-5]}\n\n| part | s |\n| --- | ---: |")

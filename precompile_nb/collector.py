@@ -81,9 +81,9 @@ def switched_off(name: str) -> bool:
 #   as any other tuple; 3.12's gc.unfreeze does the same for any caller). A larger count at
 #   the import is a user's freeze: the move never runs in that process.
 _OWN_FROZEN_MAX = 4096
-_FROZEN_AT_IMPORT = gc.get_freeze_count()
-# the interpreter's own frozen objects; -1 where a user froze theirs before this import
-_OWN_FROZEN = _FROZEN_AT_IMPORT if _FROZEN_AT_IMPORT < _OWN_FROZEN_MAX else -1
+_OWN_FROZEN = gc.get_freeze_count()  # the interpreter's own frozen objects
+if _OWN_FROZEN >= _OWN_FROZEN_MAX:
+    _OWN_FROZEN = -1  # a user's freeze before this import: never thaw it
 _PAUSE = {"depth": 0, "was_enabled": False}
 _PAUSE_LOCK = threading.Lock()
 
