@@ -60,14 +60,13 @@ def _inductor_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], d
                       record: dict[str, Any], eager_layout: bool,
                       ) -> tuple[str, torch.fx.GraphModule, Callable]:
     """AOTAutograd + Inductor on a functional graph. Returns (the generated module's source,
-    the post-AOTAutograd graph Inductor lowered, the compiled callable); `record`
-    gets the strides of each result Inductor's code returns ("output_strides") and why the
-    graph went through AOTAutograd ("aot_autograd", "" where it went straight to Inductor).
-    With dynamic sizes, Inductor's layout optimization is off (config.layout_optimization,
-    2.11-2.14): it picks convolution layouts from the sizes, and with a symbolic batch it
-    assumed a layout the convolution then did not return (a CNN's every call failed); and
-    where keeps_eager_layout says so (depthwise CUDA inference, CPU training), or the caller
-    (`eager_layout`: a piece of a graph whose convolutions stay in eager's layout)."""
+    the post-AOTAutograd graph Inductor lowered, the compiled callable); `record` gets the
+    strides of each result Inductor's code returns ("output_strides") and why the graph went
+    through AOTAutograd ("aot_autograd", "" where it went straight to Inductor).
+    Inductor's layout optimization (config.layout_optimization, 2.11-2.14) is off with
+    dynamic sizes (with a symbolic batch it assumed a layout the convolution did not return:
+    a CNN's every call failed), where keeps_eager_layout says so (depthwise CUDA inference,
+    CPU training) and for a piece whose convolutions stay in eager's layout (`eager_layout`)."""
     from torch._inductor import config as inductor_config
     from torch._inductor.compile_fx import compile_fx, compile_fx_inner
 
@@ -78,6 +77,7 @@ def _inductor_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], d
     from .cpp_runs import cpp_nodes_in_fewer_runs
     from .decompositions import lowering_decompositions
     from .isa_probes import isa_probes_at_once
+    from .kernel_names import kernel_names_found_by_inductor
     from .repro_string import repro_string_only_when_read
     from .straight_to_inductor import decomposed, why_aot_autograd, without_aot_autograd
     from .triton_store import triton_kernels_handed_over
@@ -108,9 +108,9 @@ def _inductor_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], d
     with same_kernel_keys(), inductor_config.patch(layout), data_bound_scatters_kept(), \
             cpp_nodes_in_fewer_runs(), isa_probes_at_once(cpu), no_graph_caches(), \
             without_aot_autograd(straight), triton_kernels_handed_over(not cpu), \
-            repro_string_only_when_read():  # Notes [C++ kernels in fewer runs], [ISA probes at
-        # once], [no graph caches...], [one trace between capture...], [Triton kernels compiled
-        # once], [kernels on threads while the workers start], [no repro string nobody reads]
+            kernel_names_found_by_inductor(not cpu), repro_string_only_when_read():
+        # Notes [C++ kernels in fewer runs], [ISA probes...], [no graph caches...], [one trace...]
+        # [Triton kernels compiled once], [kernels on threads...], [kernel names...], [no repro...]
         compiled = compile_fx(gm, list(example_inputs), inner_compile=inner,  # Note [the
                               decompositions=lowering_decompositions())  # upsampling ...]
     if "source" not in seen:
