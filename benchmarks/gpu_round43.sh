@@ -4,8 +4,9 @@
 #       H200 points, gpu_round34.sh h200, ~510 s); on another card: which kernels of the two
 #       training steps' cold precompiles take Triton's own launcher and why (launcher_probe.py),
 #       with Inductor's kernel names (PRECOMPILE_NB_SHORT_KERNEL_NAMES=0) and with names cut
-#       under Triton's 150 characters (~1 min each), the kernel-name CUDA test, then the
-#       suite's cold starts once (gpu_round37.sh cold, ~4 min)
+#       under Triton's 150 characters (~1 min each), the kernel-name CUDA test, the GPU
+#       libraries started beside the lowering (beside_probe.py, ~2 min), then the suite's
+#       cold starts once (gpu_round37.sh cold, ~4 min)
 #   bash benchmarks/gpu_round43.sh cold OUT K  the suite's cold starts, K runs
 #   bash benchmarks/gpu_round43.sh suite OUT   the warm suite (gpu_round37.sh suite)
 set -uo pipefail
@@ -19,9 +20,12 @@ launchers_then_cold() {
   timeout 120 python3 benchmarks/launcher_probe.py --out "$OUT/launchers" \
     > "$OUT/launchers.log" 2>&1
   say "launchers, names cut: $(tr '\n' ';' < "$OUT/launchers.log" | cut -c1-900)"
-  timeout 150 python3 -m pytest -q -p no:cacheprovider -rA -m cuda \
+  timeout 120 python3 -m pytest -q -p no:cacheprovider -rA -m cuda \
     tests/core/test_kernel_names.py > "$OUT/pytest_kernel_names.log" 2>&1
   say "pytest: $(tail -n 1 "$OUT/pytest_kernel_names.log")"
+  timeout 150 python3 benchmarks/beside_probe.py --rounds 2 --out "$OUT/beside" \
+    > "$OUT/beside.log" 2>&1
+  say "beside: $(tr '\n' ';' < "$OUT/beside.log" | cut -c1-900)"
   bash benchmarks/gpu_round37.sh cold "$OUT" 1
 }
 case "$PART" in
