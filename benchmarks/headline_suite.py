@@ -118,6 +118,9 @@ def round38_rows() -> list[tuple[str, str, str]]:
                            ", the medians of five first calls of each")]
 
 
+_WORDS = ("", "one", "two", "three", "four", "five", "six")
+
+
 def _cold_spans_row(n: str, src: str, k: int, note: str) -> tuple[str, str, str]:
     """Round n's k runs of the suite's cold starts (src/cold_1..k), each workload's ratios
     smallest-largest and their median."""
@@ -128,7 +131,7 @@ def _cold_spans_row(n: str, src: str, k: int, note: str) -> tuple[str, str, str]
         return f"{w} {min(r):.2f}-{max(r):.2f} (median {statistics.median(r):.2f})"
 
     return (f"benchmark workloads, round {n}, cold: precompile / torch.compile compile + first "
-            f"call, its imports timed with it, {('', 'one', 'two', 'three', 'four')[k]} runs, "
+            f"call, its imports timed with it, {_WORDS[k]} runs, "
             f"smallest-largest ({note})",
             ", ".join(span(w) for w in runs[0]), f"{src}cold_*/results.json")
 
@@ -219,10 +222,36 @@ def round42_rows() -> list[tuple[str, str, str]]:
                             "moved 30-70% between this machine's calls")]
 
 
+_R43 = "benchmarks/results/h100_round43/"
+
+
+def round43_rows() -> list[tuple[str, str, str]]:
+    """Round 43 (a sixth H100, torch's bytecode): which kernels of the two training steps' cold
+    precompiles took Triton's own launcher, with Inductor's kernel names and with the names cut
+    under Triton's 150 characters, then six runs of the suite's cold starts (names cut)."""
+    probes = {side: json.loads((ROOT / f"{_R43}{d}/launcher_probe.json").read_text())
+              for side, d in (("long", "launchers_long_names"), ("cut", "launchers"))}
+
+    def cell(w: str) -> str:
+        a, b = probes["long"][w], probes["cut"][w]
+        return (f"{w} {len(a['triton'])} → {len(b['triton'])} kernel configurations "
+                f"({a['cuda_launcher_s']:.2f} → "
+                f"{b['cuda_launcher_s']:.2f} s; precompile {a['precompile_s']:.2f} → "
+                f"{b['precompile_s']:.2f} s, one run each)")
+
+    return [("kernels a cold CUDA precompile launched through Triton's own launcher (gcc in the "
+             "compiling process), round 43 (H100): Inductor's kernel names → names cut under "
+             "Triton's 150 characters (launcher_probe.py)",
+             ", ".join(cell(w) for w in probes["long"]),
+             f"{_R43}launchers_long_names/`, `{_R43}launchers/"),
+            _cold_spans_row("43", _R43, 6, "H100, torch's bytecode; kernel names cut under "
+                            "Triton's 150 characters")]
+
+
 def later_gpu_rows() -> list[tuple[str, str, str]]:
     """The GPU rows of rounds 37 on, in order."""
     return [*round37_rows(), *round38_rows(), *round39_rows(), *round40_rows(),
-            *round41_rows(), *round42_rows()]
+            *round41_rows(), *round42_rows(), *round43_rows()]
 
 
 def later_cpu_rows() -> list[tuple[str, str, str]]:
