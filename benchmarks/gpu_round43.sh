@@ -9,6 +9,10 @@
 #       cold starts once (gpu_round37.sh cold, ~4 min)
 #   bash benchmarks/gpu_round43.sh cold OUT K  the suite's cold starts, K runs
 #   bash benchmarks/gpu_round43.sh suite OUT   the warm suite (gpu_round37.sh suite)
+#   bash benchmarks/gpu_round43.sh probes OUT  two experiments on the training steps' tuning
+#       run: fewer benchmark iterations a configuration (tune_probe.py, ~2.5 min) and the
+#       transformer step's GPU libraries started beside the lowering, three more pairs
+#       (beside_probe.py, ~2 min)
 set -uo pipefail
 PART=$1; OUT=$2
 ROUND=round43; source benchmarks/gpu_env.sh
@@ -32,5 +36,12 @@ case "$PART" in
   first) h200_else "$OUT" launchers_then_cold ;;
   cold) bash benchmarks/gpu_round37.sh cold "$OUT" "${3:-1}" ;;
   suite) bash benchmarks/gpu_round37.sh suite "$OUT" 1 ;;
-  *) echo "usage: bash benchmarks/gpu_round43.sh first|cold|suite OUT [K]" >&2; exit 2 ;;
+  probes)
+    timeout 240 python3 benchmarks/tune_probe.py --out "$OUT/tune" > "$OUT/tune.log" 2>&1
+    say "tune: $(tr '\n' ';' < "$OUT/tune.log" | cut -c1-900)"
+    timeout 200 python3 benchmarks/beside_probe.py --workloads transformer_train --rounds 3 \
+      --out "$OUT/beside3" > "$OUT/beside3.log" 2>&1
+    say "beside: $(tr '\n' ';' < "$OUT/beside3.log" | cut -c1-600)"
+    ;;
+  *) echo "usage: bash benchmarks/gpu_round43.sh first|cold|suite|probes OUT [K]" >&2; exit 2 ;;
 esac

@@ -23,6 +23,7 @@ of its modules holds it:
   scoped_patch.py  a torch function replaced while some thread needs it
   compile_pool.py  Inductor's Triton compile workers and Triton's set-up, started with the capture
   kernel_threads.py  Triton kernels met before those workers are ready, compiled on threads
+  kernel_names.py  Triton kernels' names kept under the length Triton files their binaries by
   autotune.py  tuning a compiled CUDA graph at several sizes, at lowering
   pieces.py    a graph compiled in pieces: kernel names apart, the modules joined, loaded
   parallel.py  capture of data parallelism: FSDP2's states and hooks, DDP's settings
