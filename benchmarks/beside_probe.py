@@ -26,9 +26,8 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
-import sys
-import tempfile
+
+from fresh_child import in_turn, run_fresh
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -60,16 +59,9 @@ print(json.dumps(rec))
 """
 
 
-def _one(name: str, beside: bool) -> dict:
-    tmp = tempfile.mkdtemp(prefix="beside_probe_")
-    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": os.path.join(tmp, "inductor"),
-           "TRITON_CACHE_DIR": os.path.join(tmp, "triton")}
-    code = _CHILD.format(root=ROOT, bench=HERE, workload=name, beside=beside)
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       timeout=300, env=env)
-    if p.returncode != 0:
-        return {"error": p.stderr[-2000:]}
-    return json.loads(p.stdout.strip().splitlines()[-1])
+def _one(name: str, variant: str) -> dict:
+    return run_fresh(_CHILD.format(root=ROOT, bench=HERE, workload=name,
+                                   beside=variant == "beside"), "beside_probe_")
 
 
 def main() -> None:
@@ -79,12 +71,8 @@ def main() -> None:
     ap.add_argument("--out", default=os.path.join(HERE, "results", "beside_probe"))
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
-    res: dict = {}
-    for name in a.workloads.split(","):
-        runs: dict = res.setdefault(name, {"plain": [], "beside": []})
-        for _ in range(a.rounds):
-            for variant in ("plain", "beside"):
-                runs[variant].append(_one(name, variant == "beside"))
+    res = in_turn(a.workloads.split(","), ("plain", "beside"), a.rounds, _one)
+    for name, runs in res.items():
         med = {v: statistics.median(r["precompile_s"] for r in rs if "precompile_s" in r)
                for v, rs in runs.items() if any("precompile_s" in r for r in rs)}
         print(f"{name}: precompile s, medians of {a.rounds}: {med}; each: "

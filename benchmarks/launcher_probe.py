@@ -24,9 +24,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
-import sys
-import tempfile
+
+from fresh_child import run_fresh
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -108,17 +107,11 @@ def main() -> None:
     os.makedirs(a.out, exist_ok=True)
     res = {}
     for name in a.workloads.split(","):
-        tmp = tempfile.mkdtemp(prefix="launcher_probe_")
-        env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": os.path.join(tmp, "inductor"),
-               "TRITON_CACHE_DIR": os.path.join(tmp, "triton")}
-        p = subprocess.run([sys.executable, "-c", _CHILD.format(root=ROOT, bench=HERE,
-                                                                 workload=name)],
-                           capture_output=True, text=True, timeout=300, env=env)
-        if p.returncode != 0:
-            res[name] = {"error": p.stderr[-3000:]}
-            print(f"{name}: failed\n{p.stderr[-2000:]}")
+        res[name] = r = run_fresh(_CHILD.format(root=ROOT, bench=HERE, workload=name),
+                                  "launcher_probe_")
+        if "error" in r:
+            print(f"{name}: failed\n{r['error'][-2000:]}")
             continue
-        res[name] = r = json.loads(p.stdout.strip().splitlines()[-1])
         whys = sorted({w for k in r["triton"] for w in k["why"]})
         print(f"{name}: {r['static']} static, {len(r['triton'])} with Triton's launcher "
               f"({r['cuda_launchers']} CudaLauncher, {r['cuda_launcher_s']:.2f} s); "

@@ -28,9 +28,8 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
-import sys
-import tempfile
+
+from fresh_child import in_turn, run_fresh
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -91,16 +90,9 @@ print(json.dumps(rec))
 """
 
 
-def _one(name: str, lean: bool, iters: int) -> dict:
-    tmp = tempfile.mkdtemp(prefix="tune_probe_")
-    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": os.path.join(tmp, "inductor"),
-           "TRITON_CACHE_DIR": os.path.join(tmp, "triton")}
-    code = _CHILD.format(root=ROOT, bench=HERE, workload=name, lean=lean, iters=iters)
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       timeout=300, env=env)
-    if p.returncode != 0:
-        return {"error": p.stderr[-2000:]}
-    return json.loads(p.stdout.strip().splitlines()[-1])
+def _one(name: str, variant: str, iters: int) -> dict:
+    return run_fresh(_CHILD.format(root=ROOT, bench=HERE, workload=name,
+                                   lean=variant == "lean", iters=iters), "tune_probe_")
 
 
 def main() -> None:
@@ -111,12 +103,9 @@ def main() -> None:
     ap.add_argument("--out", default=os.path.join(HERE, "results", "tune_probe"))
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
-    res: dict = {}
-    for name in a.workloads.split(","):
-        runs: dict = res.setdefault(name, {"default": [], "lean": []})
-        for _ in range(a.rounds):
-            for variant in ("default", "lean"):
-                runs[variant].append(_one(name, variant == "lean", a.lean_iters))
+    res = in_turn(a.workloads.split(","), ("default", "lean"), a.rounds,
+                  lambda name, variant: _one(name, variant, a.lean_iters))
+    for name, runs in res.items():
 
         def med(variant: str, key: str) -> float | None:
             v = [r[key] for r in runs[variant] if key in r]

@@ -1,0 +1,34 @@
+"""One measuring child for the GPU probes (launcher_probe.py, beside_probe.py, tune_probe.py):
+`python -c CODE` in a fresh process whose Inductor and Triton caches are empty directories of
+its own, its last line of output read as JSON."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+
+def run_fresh(code: str, prefix: str, timeout: int = 300) -> dict:
+    """What the child printed last, as JSON; {"error": the end of its stderr} where it failed."""
+    tmp = tempfile.mkdtemp(prefix=prefix)
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": os.path.join(tmp, "inductor"),
+           "TRITON_CACHE_DIR": os.path.join(tmp, "triton")}
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=timeout, env=env)
+    if p.returncode != 0:
+        return {"error": p.stderr[-3000:]}
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def in_turn(names: list[str], variants: tuple[str, str], rounds: int, one) -> dict:
+    """{name: {variant: [one(name, variant) for each round]}}, the two variants run in turn
+    within each round (host drift falls on both)."""
+    res: dict = {}
+    for name in names:
+        runs = res.setdefault(name, {v: [] for v in variants})
+        for _ in range(rounds):
+            for v in variants:
+                runs[v].append(one(name, v))
+    return res
