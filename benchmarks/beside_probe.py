@@ -23,11 +23,10 @@ workload (medians) and writes DIR/beside_probe.json.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 
-from fresh_child import in_turn, run_fresh
+from fresh_child import in_turn, run_fresh, save
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -77,8 +76,7 @@ def main() -> None:
                for v, rs in runs.items() if any("precompile_s" in r for r in rs)}
         print(f"{name}: precompile s, medians of {a.rounds}: {med}; each: "
               f"{ {v: [round(r.get('precompile_s', -1), 2) for r in rs] for v, rs in runs.items()} }")
-    with open(os.path.join(a.out, "beside_probe.json"), "w") as f:
-        json.dump(res, f, indent=1)
+    save(a.out, "beside_probe.json", res)
 
 
 if __name__ == "__main__":

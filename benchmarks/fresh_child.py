@@ -32,3 +32,9 @@ def in_turn(names: list[str], variants: tuple[str, str], rounds: int, one) -> di
             for v in variants:
                 runs[v].append(one(name, v))
     return res
+
+
+def save(out: str, file: str, res: dict) -> None:
+    """`res` as indented JSON in out/file."""
+    with open(os.path.join(out, file), "w") as f:
+        json.dump(res, f, indent=1)

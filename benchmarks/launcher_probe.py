@@ -22,10 +22,9 @@ Prints a line a workload and writes DIR/launcher_probe.json.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 
-from fresh_child import run_fresh
+from fresh_child import run_fresh, save
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -116,8 +115,7 @@ def main() -> None:
         print(f"{name}: {r['static']} static, {len(r['triton'])} with Triton's launcher "
               f"({r['cuda_launchers']} CudaLauncher, {r['cuda_launcher_s']:.2f} s); "
               f"precompile {r['precompile_s']:.2f} s; why: {whys}")
-    with open(os.path.join(a.out, "launcher_probe.json"), "w") as f:
-        json.dump(res, f, indent=1)
+    save(a.out, "launcher_probe.json", res)
 
 
 if __name__ == "__main__":

@@ -25,11 +25,10 @@ DIR/tune_probe.json.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 
-from fresh_child import in_turn, run_fresh
+from fresh_child import in_turn, run_fresh, save
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -118,8 +117,7 @@ def main() -> None:
               f"{med('default', 'tune_s')} / {med('lean', 'tune_s')} s, steady "
               f"{med('default', 'steady_us')} / {med('lean', 'steady_us')} us; choices as "
               f"default's first run: {same}")
-    with open(os.path.join(a.out, "tune_probe.json"), "w") as f:
-        json.dump(res, f, indent=1)
+    save(a.out, "tune_probe.json", res)
 
 
 if __name__ == "__main__":
