@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 
 
 def run_fresh(code: str, prefix: str, timeout: int = 300) -> dict:
@@ -22,7 +23,8 @@ def run_fresh(code: str, prefix: str, timeout: int = 300) -> dict:
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
-def in_turn(names: list[str], variants: tuple[str, str], rounds: int, one) -> dict:
+def in_turn(names: list[str], variants: tuple[str, str], rounds: int,
+            one: Callable[[str, str], dict]) -> dict:
     """{name: {variant: [one(name, variant) for each round]}}, the two variants run in turn
     within each round (host drift falls on both)."""
     res: dict = {}

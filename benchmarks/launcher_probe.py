@@ -17,7 +17,10 @@ with empty compiler caches (TORCHINDUCTOR_CACHE_DIR, TRITON_CACHE_DIR) that prec
              process for refusing the static one, and the seconds its launcher took
   cuda_launcher_s  seconds in Triton's CudaLauncher constructions (the gcc builds among them)
 
-Prints a line a workload and writes DIR/launcher_probe.json.
+Prints a line a workload and writes DIR/launcher_probe.json. Round 43
+(benchmarks/results/h100_round43) found the reason: names over the 150 characters Triton files
+binaries by (Note [kernel names Inductor's launcher check can find]); run it with
+PRECOMPILE_NB_SHORT_KERNEL_NAMES=0 to see Inductor's names again.
 """
 from __future__ import annotations
 

@@ -336,8 +336,9 @@ def _launch_record(autotuner: Any, th: Any, untuned: str) -> dict[str, Any]:
     kernel = result.kernel
     try:
         if not type(kernel).__name__.startswith("StaticallyLaunched"):
-            # Inductor launches this one through Triton (e.g. its cubin file name was
-            # shortened by Triton, so Inductor did not find it): the binary is the same
+            # Inductor launches this one through Triton (a name over Triton's 150 characters
+            # with PRECOMPILE_NB_SHORT_KERNEL_NAMES=0, Note [kernel names Inductor's launcher
+            # check can find]): the binary is the same
             meta = kernel.metadata
             if getattr(meta, "launch_pdl", False) or getattr(meta, "launch_cooperative_grid",
                                                               False):
