@@ -1,6 +1,6 @@
-"""One measuring child for the GPU probes (launcher_probe.py, beside_probe.py, tune_probe.py):
-`python -c CODE` in a fresh process whose Inductor and Triton caches are empty directories of
-its own, its last line of output read as JSON."""
+"""One measuring child for the probes (launcher_probe.py, beside_probe.py, tune_probe.py,
+import_diff.py): `python -c CODE` in a fresh process whose Inductor and Triton caches are empty
+directories of its own, its last line of output read as JSON."""
 from __future__ import annotations
 
 import json
@@ -11,13 +11,19 @@ import tempfile
 from collections.abc import Callable
 
 
-def run_fresh(code: str, prefix: str, timeout: int = 300) -> dict:
-    """What the child printed last, as JSON; {"error": the end of its stderr} where it failed."""
+def run_fresh(code: str, prefix: str, timeout: int = 300, flags: tuple[str, ...] = (),
+              stderr_to: str | None = None) -> dict:
+    """What the child printed last, as JSON; {"error": the end of its stderr} where it failed.
+    `flags` go to the interpreter (e.g. ("-X", "importtime")); `stderr_to` names a file that
+    gets the child's whole stderr."""
     tmp = tempfile.mkdtemp(prefix=prefix)
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": os.path.join(tmp, "inductor"),
            "TRITON_CACHE_DIR": os.path.join(tmp, "triton")}
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+    p = subprocess.run([sys.executable, *flags, "-c", code], capture_output=True, text=True,
                        timeout=timeout, env=env)
+    if stderr_to:
+        with open(stderr_to, "w") as f:
+            f.write(p.stderr)
     if p.returncode != 0:
         return {"error": p.stderr[-3000:]}
     return json.loads(p.stdout.strip().splitlines()[-1])
