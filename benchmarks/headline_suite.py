@@ -118,7 +118,7 @@ def round38_rows() -> list[tuple[str, str, str]]:
                            ", the medians of five first calls of each")]
 
 
-_WORDS = ("", "one", "two", "three", "four", "five", "six")
+_WORDS = ("", "one", "two", "three", "four", "five", "six", "seven")
 
 
 def _cold_spans_row(n: str, src: str, k: int, note: str) -> tuple[str, str, str]:
@@ -248,10 +248,18 @@ def round43_rows() -> list[tuple[str, str, str]]:
                             "Triton's 150 characters")]
 
 
+_R44 = "benchmarks/results/h100_round44/"
+
+
+def round44_rows() -> list[tuple[str, str, str]]:
+    """Round 44 (an H100, torch's bytecode): seven runs of the suite's cold starts."""
+    return [_cold_spans_row("44", _R44, 7, "H100, torch's bytecode; round 43's package")]
+
+
 def later_gpu_rows() -> list[tuple[str, str, str]]:
     """The GPU rows of rounds 37 on, in order."""
     return [*round37_rows(), *round38_rows(), *round39_rows(), *round40_rows(),
-            *round41_rows(), *round42_rows(), *round43_rows()]
+            *round41_rows(), *round42_rows(), *round43_rows(), *round44_rows()]
 
 
 def later_cpu_rows() -> list[tuple[str, str, str]]:
