@@ -140,6 +140,17 @@ def test_closed_over_model_is_rejected_with_the_fix():
     assert "pass `m` to fn" in ei.value.hint
 
 
+@pytest.mark.parametrize("as_fn", ["module", "forward"])
+def test_a_model_passed_as_fn_is_rejected_saying_to_pass_it_as_an_argument(as_fn):
+    m = mlp()
+    fn = m if as_fn == "module" else m.forward
+    with pytest.raises(PrecompileError) as ei:
+        precompile(fn, torch.randn(2, 8), backend="eager")
+    e = ei.value
+    assert e.invariant == 1 and e.where.startswith(f"fn ({type(m).__name__}) itself, its ")
+    assert "precompile(lambda m, *args: m(*args), model, *example_inputs)" in e.hint
+
+
 def test_small_tensor_created_inside_fn_is_fine():
     f = pc(lambda x: x + torch.tensor([1.0, 2.0, 3.0]), torch.zeros(3))
     torch.testing.assert_close(f(torch.zeros(3)), torch.tensor([1.0, 2.0, 3.0]))
@@ -182,6 +193,27 @@ def test_item_outside_a_branch_names_the_users_line_not_only_the_graph_node():
     assert e.extra["source"] == e.where and e.extra["nodes"] == ["_local_scalar_dense"]
     # the torch registry it borrows for that is left as it was found
     assert set(getattr(fx_proxy, "_STACK_TRACE_ANCHORS", ())) == anchors
+
+
+def test_a_tensor_turned_into_numpy_is_a_precompile_error_naming_the_users_line():
+    def fn(m, x):
+        scale = x.detach().numpy().std()  # NumPy inside fn
+        return m(x) * float(scale)
+
+    with pytest.raises(PrecompileError) as ei:
+        precompile(fn, nn.Linear(3, 3), torch.randn(2, 3), backend="eager")
+    e = ei.value
+    assert e.invariant == 3 and e.stage == "capture" and "NumPy" in e.what
+    assert "scale = x.detach().numpy().std()" in e.where and "torch ops" in e.hint
+
+
+def test_a_result_passed_instead_of_fn_is_a_precompile_error_with_the_fix():
+    m, x = mlp(), torch.randn(2, 8)
+    with pytest.raises(PrecompileError) as ei:
+        precompile(m(x), x, backend="eager")
+    e = ei.value
+    assert "not callable" in e.what and "Tensor" in e.what and e.stage == "capture"
+    assert "precompile(fn, *example_inputs)" in e.hint
 
 
 # -- invariant 5: backward -------------------------------------------------------------------

@@ -167,6 +167,15 @@ def test_ambient_state_does_not_change_the_result(mlp_pair):
         torch.set_default_dtype(old)
 
 
+def test_a_graph_without_tensor_inputs_is_lowered_and_loads():
+    """Nothing but factories and baked numbers: no input carries a fake mode to lower in."""
+    code, cache = precompile(lambda n: torch.arange(6.0).reshape(2, 3) * n + 1, 3)
+    f = precompile.load(code, cache)
+    assert torch.equal(f(3), torch.arange(6.0).reshape(2, 3) * 3 + 1)
+    code, cache = precompile(lambda: torch.ones(4).cumsum(0))
+    assert torch.equal(precompile.load(code, cache)(), torch.arange(1.0, 5.0))
+
+
 def test_training_step_with_batchnorm_matches_eager_over_sgd_steps():
     m_ref, x = bn_mlp(), torch.randn(6, 8)
     f = precompile.load(*precompile(train_step, copy.deepcopy(m_ref), x))

@@ -106,8 +106,8 @@ _LAZY_NAMES: dict[str, tuple[str, ...]] = {
         "lowering_guard_condition", "make_fx_trace", "mark_dynamic", "mark_unbacked",
         "may_stop_midway", "mesh_groups", "namedtuple_class", "no_autocast",
         "optimizer_scalar_dtype", "optimizer_step_tracing", "preserved_rng_state",
-        "rename_node", "reparametrize", "runtime_asserts", "storage_key",
-        "treespec_children",
+        "reads_into_numpy", "rename_node", "reparametrize", "runtime_asserts",
+        "storage_key", "treespec_children",
     ),
     "parallel": (
         "DdpSettings", "FsdpParam", "FsdpUnit", "all_reduce_sum", "broadcast", "cast_floating",

@@ -85,6 +85,10 @@ def decomposed(gm: torch.fx.GraphModule, fake_inputs: Sequence[Any]) -> torch.fx
         return torch.fx.Interpreter(gm).run(*args)
 
     fake_mode = detect_fake_mode(fake_inputs)
+    if fake_mode is None:  # no tensor input (a graph of constants and factories): a fresh one
+        from torch._subclasses.fake_tensor import FakeTensorMode
+
+        fake_mode = FakeTensorMode()
     with fake_mode, preserve_node_meta(), torch.no_grad():
         out = make_fx(run, decomposition_table=lowering_decompositions(), tracing_mode="real",
                       _allow_non_fake_inputs=True)(*fake_inputs)

@@ -274,6 +274,13 @@ def data_dependent_errors() -> tuple[type[BaseException], ...]:
             DynamicOutputShapeException)
 
 
+def reads_into_numpy(e: BaseException) -> bool:
+    """Whether `e` is what a fake trace raises where fn turns a tensor into a NumPy array
+    (.numpy(), np.asarray(t); 2.11-2.15: RuntimeError ".numpy() is not supported for tensor
+    subclasses.")."""
+    return isinstance(e, RuntimeError) and ".numpy() is not supported" in str(e)
+
+
 def has_effects(op: Any) -> bool:
     """True for ops registered as side-effecting (aten._print, effectful custom ops)."""
     from torch._higher_order_ops.effects import has_effects as _has_effects

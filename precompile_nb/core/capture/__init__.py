@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import reprlib
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -41,7 +42,7 @@ from .lifting import (
     _trace_inputs,
     tree_literal,
 )
-from .marks import _MAX_GUARDS, _data_dependent_error, _guard, _guard_from
+from .marks import _MAX_GUARDS, _data_dependent_error, _guard, _guard_from, _numpy_error
 from .nodes import graph_nodes
 from .optim import finish_args
 from .rewrites import (
@@ -69,8 +70,7 @@ def capture(fn: Callable, example_inputs: Sequence[Any], *,
     """
     t0 = time.perf_counter()
     P = problems or Problems()
-    if not callable(fn):
-        raise TypeError(f"precompile: fn must be callable, got {type(fn).__name__}")
+    _refuse_not_callable(fn)
     _refuse_ambient(P)
     names = _arg_names(fn, len(example_inputs))
     lifted = _lift(example_inputs, names, P)
@@ -112,6 +112,17 @@ def capture(fn: Callable, example_inputs: Sequence[Any], *,
     )
     return dataclasses.replace(captured, nodes=graph_nodes(captured),
                                seconds=time.perf_counter() - t0)
+
+
+def _refuse_not_callable(fn: Any) -> None:
+    """fn is the computation itself; a result in its place (precompile(m(x), x)) is named."""
+    if not callable(fn):
+        raise PrecompileError(
+            f"precompile's fn is not callable: it is {type(fn).__name__}", stage="capture",
+            where="precompile's first argument", expected="a function, lambda or module",
+            actual=f"{type(fn).__name__}: {reprlib.repr(fn)}",
+            hint="pass the computation itself first, then its example inputs: "
+                 "precompile(fn, *example_inputs), not precompile(fn(x), ...)")
 
 
 def _refuse_ambient(P: Problems) -> None:
@@ -211,3 +222,8 @@ def _trace(flat_fn: Callable, fn: Callable, example_inputs: Sequence[Any], names
                     _data_dependent_error(e, fn, symbols, L, P)
                     return None
                 guards.append(guard)
+            except RuntimeError as e:  # after them: they are RuntimeErrors too
+                if not _compat.reads_into_numpy(e):
+                    raise
+                _numpy_error(e, fn, P)
+                return None

@@ -80,6 +80,12 @@ def _external_tensors(fn: Callable, example_inputs: Sequence[Any],
             add(v, f"default #{k}", f"default argument #{k}",
                 "pass it explicitly as an argument", f)
 
+    owner = fn if isinstance(fn, torch.nn.Module) else getattr(fn, "__self__", None)
+    if isinstance(owner, torch.nn.Module):  # precompile(model, x) or precompile(model.forward, x)
+        fix = ("pass the model as an argument: precompile(lambda m, *args: m(*args), model, "
+               "*example_inputs); the artifact then takes the model at every call")
+        for n, t in list(owner.named_parameters()) + list(owner.named_buffers()):
+            found.setdefault(id(t), (f"fn ({type(owner).__name__}) itself, its {n}", fix, None))
     scan_function(fn, 0)
     for i, a in enumerate(example_inputs):
         if isinstance(a, torch.nn.Module):

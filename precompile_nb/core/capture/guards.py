@@ -98,8 +98,8 @@ def _refused(d: Any, producers: dict[str, torch.fx.Node], fn: Callable, L: _Lift
             invariant=3, stage="capture", where=source or where,
             expected="a graph that works for every size of the dim (mark_unbacked)",
             actual=f"the branch {d.expr} was decided by the example",
-            hint=f"mark it with torch._dynamo.mark_dynamic instead (the example then decides "
-                 f"and the artifact checks it), or remove the size-dependent branch",
+            hint="mark it with torch._dynamo.mark_dynamic instead (the example then decides "
+                 "and the artifact checks it), or remove the size-dependent branch",
             extra={"source": source}))
         return True
     if any(_only_random(n) for n in nodes):

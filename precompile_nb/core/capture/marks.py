@@ -88,6 +88,18 @@ def _data_dependent_error(e: BaseException, fn: Callable, symbols: dict[str, tup
         extra={"source": user_frame(e.__traceback__)}))
 
 
+def _numpy_error(e: BaseException, fn: Callable, P: Problems) -> None:
+    """fn turned a traced tensor into a NumPy array: its values would be read into Python."""
+    source = user_frame(e.__traceback__)
+    P.add(PrecompileError(
+        f"{fn_name(fn)} converts a tensor to a NumPy array", invariant=3, stage="capture",
+        where=source or "inside fn", expected="tensor values stay torch tensors inside fn",
+        actual=".numpy() / np.asarray(tensor)",
+        hint="write that part with torch ops (torch.* has most NumPy functions), or do the "
+             "NumPy work outside fn, on its inputs or its result",
+        extra={"source": source}))
+
+
 def _dynamic_dim_fix(e: BaseException, dim: str, where: str, d: int, assumable: bool) -> str:
     cond = _compat.guard_condition(e)
     expr = _compat.condition_source(cond) if cond is not None else None
