@@ -25,3 +25,10 @@ h200_else() {
   local out=$1; shift
   if grep -q H200 "$out/card.txt"; then bash benchmarks/gpu_round34.sh h200 "$out"; else "$@"; fi
 }
+# `step OUT NAME SECONDS CMD...`: CMD under `timeout SECONDS`, its output in OUT/NAME.log, then
+# a `say` line with the log's first 900 characters on one line.
+step() {
+  local out=$1 name=$2 secs=$3; shift 3
+  timeout "$secs" "$@" > "$out/$name.log" 2>&1
+  say "$name: $(tr '\n' ';' < "$out/$name.log" | cut -c1-900)"
+}

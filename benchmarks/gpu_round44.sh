@@ -12,12 +12,10 @@ PART=$1; OUT=$2
 ROUND=round44; source benchmarks/gpu_env.sh
 record_machine "$OUT"
 imports_then_cold() {
-  timeout 150 python3 benchmarks/import_diff.py --device cuda \
-    --workloads tiny_mlp,cnn_dynamic_infer --out "$OUT/imports" > "$OUT/imports.log" 2>&1
-  say "imports: $(tr '\n' ';' < "$OUT/imports.log" | cut -c1-900)"
-  timeout 150 python3 benchmarks/cold_timeline.py --device cuda --workloads tiny_mlp \
-    --repeats 2 --out "$OUT/timeline" > "$OUT/timeline.log" 2>&1
-  say "timeline: $(grep -c . "$OUT/timeline.log") lines"
+  step "$OUT" imports 150 python3 benchmarks/import_diff.py --device cuda \
+    --workloads tiny_mlp,cnn_dynamic_infer --out "$OUT/imports"
+  step "$OUT" timeline 150 python3 benchmarks/cold_timeline.py --device cuda \
+    --workloads tiny_mlp --repeats 2 --out "$OUT/timeline"
   bash benchmarks/gpu_round37.sh cold "$OUT" 2
 }
 case "$PART" in
