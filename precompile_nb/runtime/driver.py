@@ -1004,6 +1004,9 @@ class _PcPlan:
     clear_grads: tuple = ()  # parameters whose .grad a call drops first (opt.zero_grad in fn)
     data_guards: tuple = ()  # PcDataGuard
     process_groups: tuple = ()  # PcProcessGroup
+    # per graph input: requires_grad as captured, None where not checked; () where fn runs no
+    # backward (Note [requires_grad at the boundary])
+    grad_flags: tuple = ()
 
 
 @_pc_record
@@ -1187,7 +1190,24 @@ def _pc_call_plan(conv, Err):
         dtensors=dtensors, meshes=conv.meshes,
         clear_grads=tuple(q.input for a in conv.args if isinstance(a, PcOptimArg)
                           and a.grads_cleared for g in a.groups for q in g.params),
-        data_guards=conv.data_guards, process_groups=conv.process_groups)
+        data_guards=conv.data_guards, process_groups=conv.process_groups,
+        grad_flags=_pc_grad_flags(conv, grads))
+
+
+# Note [requires_grad at the boundary]
+#   An artifact whose fn runs a backward (it accumulates .grad, or steps an optimizer on
+#   them) computed gradients for exactly the tensors that required grad at capture. A call
+#   with another pattern would be silently different from eager: a parameter frozen since
+#   (requires_grad_(False)) would still get a .grad (and an optimizer step), one unfrozen
+#   since would get none. So such an artifact checks each input's requires_grad against the
+#   capture's, where its shape and dtype are checked; the batch guard compares it too. An
+#   artifact that runs no backward ignores it, as its result carries no autograd history. A
+#   DTensor's flag is its own, not its local shard's: left to the DTensor checks.
+def _pc_grad_flags(conv, grads):
+    if not (grads or any(isinstance(a, PcOptimArg) for a in conv.args)):
+        return ()
+    return tuple(None if s.dtensor is not None else bool(s.requires_grad)
+                 for s in conv.inputs)
 
 
 _PC_GUARD_FNS = {"__builtins__": {}, "min": min, "max": max, "abs": abs}
@@ -1692,6 +1712,10 @@ def _pc_check(p, st, flat):
                 __tracebackhide__ = True
                 _pc_check_all(p, flat)
                 break
+    if p.grad_flags and not all(rg is None or t.requires_grad is rg
+                                for t, rg in zip(flat, p.grad_flags)):
+        __tracebackhide__ = True
+        _pc_check_all(p, flat)  # raises the precise error (Note [requires_grad at the boundary])
     if st.rebuilds > 0:  # accepted: guard the next calls with one C++ check
         st.rebuilds -= 1
         st.guard = _pc_batch_guard(flat, p.checks)
@@ -1734,7 +1758,21 @@ def _pc_check_all(p, flat):
         elif (not isinstance(t, _pc_torch.Tensor) or t.shape != c.shape or t.dtype != c.dtype
               or t.device != c.device or not _pc_layout_ok(c, t)):
             _pc_fail_tensor(p, i, t, flat)
+        if p.grad_flags and p.grad_flags[i] not in (None, t.requires_grad):
+            _pc_fail_grad(p, i, t, flat)
     _pc_check_shared(p, flat)
+
+
+def _pc_fail_grad(p, i, t, flat):
+    __tracebackhide__ = True
+    where, was = p.checks[i].where, p.grad_flags[i]
+    raise p.Err(f"{p.fn_name}: {where}: requires_grad differs from the capture",
+                invariant=2, stage="call", where=where, expected=f"requires_grad={was}",
+                actual=f"requires_grad={bool(t.requires_grad)}",
+                hint="the captured backward computes gradients for exactly the tensors that "
+                     f"required grad at precompile: set {where}.requires_grad_({was}) again, "
+                     "or precompile again after freezing or unfreezing",
+                extra={"inputs": _pc_input_table(p, flat)})
 
 
 def _pc_check_shared(p, flat):

@@ -239,6 +239,37 @@ def test_gradients_accumulate_and_frozen_params_keep_none():
             torch.testing.assert_close(p.grad, q.grad)
 
 
+def test_a_parameter_frozen_or_unfrozen_after_capture_is_named_and_nothing_is_written():
+    m, x = mlp(), torch.randn(4, 8)
+    f = pc(bare_step, m, x)
+    f(m, x)
+    f(m, x)  # accepted calls: the batch guard is armed from here on
+    m.zero_grad(set_to_none=True)
+    m[2].bias.requires_grad_(False)  # frozen since the capture: eager would leave its grad None
+    with pytest.raises(PrecompileError) as ei:
+        f(m, x)
+    e = ei.value
+    assert e.invariant == 2 and e.stage == "call" and e.where == "m.2.bias"
+    assert "requires_grad" in e.what and "requires_grad_(True)" in e.hint
+    assert all(p.grad is None for p in m.parameters())  # the failed call wrote no gradient
+    m[2].bias.requires_grad_(True)
+    f(m, x)  # as captured again: accepted
+
+    m2 = mlp()
+    m2[0].weight.requires_grad_(False)
+    g = pc(bare_step, m2, x)
+    m2[0].weight.requires_grad_(True)  # unfrozen since: the graph has no gradient for it
+    with pytest.raises(PrecompileError, match="m.0.weight: requires_grad differs"):
+        g(m2, x)
+
+
+def test_an_inference_artifact_takes_parameters_whatever_their_requires_grad():
+    m, x = mlp(), torch.randn(4, 8)
+    f = pc(lambda m, x: m(x), m, x)
+    m.requires_grad_(False)
+    torch.testing.assert_close(f(m, x), m(x))
+
+
 # -- invariant 4: boundary effects ------------------------------------------------------------
 
 def test_input_mutation_buffers_and_aliases_are_reflected():
