@@ -132,6 +132,17 @@ def test_mark_unbacked_keeps_its_meaning_and_the_error_points_to_mark_dynamic():
     assert "mark_dynamic(x, 0)" in ei.value.hint
 
 
+@pytest.mark.parametrize("dim,fix", [(-2, "(0 for -2)"), (5, "from 0 to 1")])
+def test_a_mark_on_a_dim_the_tensor_lacks_is_refused_never_dropped(dim, fix):
+    x = torch.randn(8, 8)
+    mark_dynamic(x, dim)  # a negative index is kept as given (torch.compile ignores it)
+    with pytest.raises(PrecompileError) as ei:
+        precompile(lambda m, x: m(x), bn_mlp(), x)
+    e = ei.value
+    assert e.invariant == 3 and e.stage == "capture" and e.where == "x"
+    assert f"dim {dim} is marked dynamic" in e.what and fix in e.hint
+
+
 def test_the_eager_backend_serves_mark_dynamic_with_its_guards_but_not_mark_unbacked():
     m, x = bn_mlp(), torch.randn(8, 8)
     mark_dynamic(x, 0)

@@ -158,7 +158,8 @@ def _tensor_spec(t: torch.Tensor, where: str, kind: str, arg: int,
                  "or its components as a list of tensors"))
     marks = _compat.dim_marks(t)
     _check_marks(t, where, kind, marks, P)
-    dynamic = {**marks.unbacked, **marks.dynamic} if kind == "input" else {}
+    dynamic = ({d: r for d, r in {**marks.unbacked, **marks.dynamic}.items()
+                if 0 <= d < t.dim()} if kind == "input" else {})  # (others refused above)
     return TensorInput(where=where, kind=kind, arg=arg, shape=tuple(t.shape),
                        stride=tuple(t.stride()), dtype=str(t.dtype).replace("torch.", ""),
                        device=str(t.device), requires_grad=bool(t.requires_grad),

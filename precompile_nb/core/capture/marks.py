@@ -128,6 +128,11 @@ def _check_marks(t: torch.Tensor, where: str, kind: str, marks: _compat.DimMarks
                f"{list(marks.specialize_on)}", "drop specialize_on (one graph serves every "
                "size), or precompile one artifact per size you want specialised")
     marked = sorted({*marks.unbacked, *marks.dynamic})
+    if bad := [d for d in marked if not 0 <= d < t.dim()]:  # torch.compile ignores them
+        refuse(f"{where}: dim {bad[0]} is marked dynamic, but {where} has {t.dim()} dims",
+               f"marked dims {marked} for shape {list(t.shape)}",
+               f"mark a dim by its index from 0 to {t.dim() - 1}"
+               + (f" ({bad[0] + t.dim()} for {bad[0]})" if -t.dim() <= bad[0] < 0 else ""))
     if marked and kind != "input":
         refuse(f"{where}: a model {kind} has a dynamic dim", f"marked dims {marked}",
                "mark the dims of fn's tensor arguments; model weights are specialised "
