@@ -28,9 +28,9 @@ Note [data parallel in the graph]
     over the parameters in reverse order, the order in which their gradients become ready,
     as DDP's rebuilt buckets follow it; one dtype a bucket); a full bucket is divided by the
     world size, flattened into one tensor, all-reduced (sum) on DDP's process group and copied
-    back, as DDP's reducer does. Buckets
-    left incomplete (parameters fn does not use) are reduced when the backward ends. Buffers
-    are broadcast from the group's rank 0 before each forward where broadcast_buffers.
+    back, as DDP's reducer does. Buckets left incomplete (parameters fn does not use) are
+    reduced when the backward ends. Buffers are broadcast from the group's rank 0 before each
+    forward where broadcast_buffers.
   The artifact then runs those collectives inside its graph; FSDP2's and DDP's own state is
   never touched.
 """
