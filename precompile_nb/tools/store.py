@@ -94,6 +94,8 @@ def load_pair(directory: str | os.PathLike[str], name: str) -> Callable[..., Any
     _check_name(name)
     d = Path(directory)
     py_path, cache_path = d / f"{name}.py", d / f"{name}.cache"
+    if (missing := _nothing_saved(d, name)) is not None:
+        raise missing
     try:
         code, cache = _read(py_path, cache_path)
         whole = _belongs(code, cache)
@@ -106,6 +108,22 @@ def load_pair(directory: str | os.PathLike[str], name: str) -> Callable[..., Any
             _recover(d, name)
             code, cache = _read(py_path, cache_path)
     return load(code, cache)
+
+
+def _nothing_saved(d: Path, name: str) -> PrecompileError | None:
+    """Nothing of NAME in `d` to load or to recover (no file of it, no temporary file of a
+    save in flight): named with the pairs that are there, before any lock file is made."""
+    if d.is_dir() and ((d / f"{name}.py").exists() or (d / f"{name}.cache").exists()
+                       or _temps(d, name, "py") or _temps(d, name, "cache")):
+        return None
+    there = sorted(p.stem for p in d.glob("*.py") if p.with_suffix(".cache").exists()
+                   ) if d.is_dir() else []
+    return PrecompileError(
+        f"no saved pair {name!r} in {d}", invariant=7, stage="load", where=str(d / name),
+        expected=f"{name}.py and {name}.cache, as save_pair wrote them",
+        actual=("the directory does not exist" if not d.is_dir() else
+                "pairs there: " + ", ".join(there[:20]) if there else "no pair there"),
+        hint="pass the directory and name given to save_pair")
 
 
 def _check_name(name: object) -> None:

@@ -183,6 +183,20 @@ def test_half_a_pair_on_disk_is_a_precompile_error(eager_pair, tmp_path, missing
         load_pair(tmp_path, NAME)
 
 
+def test_a_name_or_directory_with_nothing_saved_is_named_with_the_pairs_there(eager_pair,
+                                                                             tmp_path):
+    save_pair(tmp_path, NAME, eager_pair.python_code, eager_pair.cache)
+    with pytest.raises(PrecompileError) as ei:
+        load_pair(tmp_path, "other")
+    assert "no saved pair 'other'" in ei.value.what and NAME in ei.value.actual
+    with pytest.raises(PrecompileError) as ei:
+        load_pair(tmp_path / "absent", NAME)
+    assert ei.value.actual == "the directory does not exist"
+    # a failed load leaves nothing behind: no directory made, no lock file of the name
+    assert not (tmp_path / "absent").exists()
+    assert not any(f.startswith(".other") for f in os.listdir(tmp_path))
+
+
 def test_concurrent_saves_and_loads_of_one_name_never_see_a_torn_pair(eager_pair,
                                                                      other_eager_pair,
                                                                      tmp_path):
