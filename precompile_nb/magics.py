@@ -306,6 +306,20 @@ def _mark_dynamic(marks: list[tuple[str, int, int | None, int | None]], arg_name
     return values
 
 
+def _save(result: PrecompileResult, args: Any) -> None:
+    """--save DIR: the pair written; a directory that cannot be written is a UsageError that
+    says where the compiled result is kept."""
+    try:
+        result.save(args.save)
+    except OSError as e:
+        kept = f"`{args.out}`" if args.out else f"`{result.name}` (the loaded function)"
+        raise UsageError(
+            f"%%precompile: --save {args.save}: {e.strerror or e}; the compiled result is "
+            f"kept in {kept}" + (f": {args.out}.save(OTHER_DIR) writes the pair" if args.out
+                                 else "; run again with --out VAR to save it with "
+                                      "VAR.save(OTHER_DIR)")) from e
+
+
 def _identifier(option: str, value: str | None) -> None:
     if value is not None and not value.isidentifier():
         raise UsageError(f"%%precompile: {option} takes a Python name, got {value!r}")
@@ -383,6 +397,8 @@ class PrecompileMagics(Magics):
             else:
                 ns[fn_name] = previous
             raise
+        if args.save:  # after the names are bound: a directory that cannot be written loses
+            _save(result, args)  # no compile
         if args.profile is not None:  # after the names are bound: a failure here keeps them
             try:
                 result.profile(*inputs, steps=args.profile)
@@ -437,8 +453,6 @@ class PrecompileMagics(Magics):
         name = args.name or fn_name
         forward.__wrapped__ = fn
         result = PrecompileResult(name, art, forward, report)
-        if args.save:
-            result.save(args.save)
         ns[name] = forward
         if args.out:
             ns[args.out] = result

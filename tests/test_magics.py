@@ -124,6 +124,18 @@ def test_save_writes_a_pair_that_loads_and_runs(ip, tmp_path):
     torch.testing.assert_close(g(model, x), model(x))
 
 
+def test_a_save_dir_that_cannot_be_made_loses_no_compile(ip, tmp_path):
+    (tmp_path / "file").write_text("not a directory")
+    bad = tmp_path / "file" / "artifacts"
+    with pytest.raises(UsageError, match=r"--save .*the compiled result is kept in `r`"):
+        ip.run_cell_magic("precompile", f"--backend eager --quiet --out r --save {bad}",
+                          FORWARD)
+    model, x = ip.user_ns["model"], ip.user_ns["x"]
+    torch.testing.assert_close(ip.user_ns["f"](model, x), model(x))
+    ip.user_ns["r"].save(tmp_path / "elsewhere")  # what the error says to do
+    assert (tmp_path / "elsewhere" / "f.py").exists()
+
+
 def test_result_save_replaces_an_older_pair(ip, tmp_path):
     ip.run_cell_magic("precompile", "--backend eager --quiet --out r", FORWARD)
     (tmp_path / "f.py").write_text("stale")
