@@ -16,11 +16,11 @@ def run_fresh(code: str, prefix: str, timeout: int = 300, flags: tuple[str, ...]
     """What the child printed last, as JSON; {"error": the end of its stderr} where it failed.
     `flags` go to the interpreter (e.g. ("-X", "importtime")); `stderr_to` names a file that
     gets the child's whole stderr."""
-    tmp = tempfile.mkdtemp(prefix=prefix)
-    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": os.path.join(tmp, "inductor"),
-           "TRITON_CACHE_DIR": os.path.join(tmp, "triton")}
-    p = subprocess.run([sys.executable, *flags, "-c", code], capture_output=True, text=True,
-                       timeout=timeout, env=env)
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:  # its caches go with it
+        env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": os.path.join(tmp, "inductor"),
+               "TRITON_CACHE_DIR": os.path.join(tmp, "triton")}
+        p = subprocess.run([sys.executable, *flags, "-c", code], capture_output=True,
+                           text=True, timeout=timeout, env=env)
     if stderr_to:
         with open(stderr_to, "w") as f:
             f.write(p.stderr)

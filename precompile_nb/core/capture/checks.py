@@ -40,6 +40,13 @@ def _source_line(owner: Any, token: str) -> str | None:
     return None
 
 
+def _add_module(found: dict[int, tuple[str, str, str | None]], m: torch.nn.Module,
+                where: str, fix: str, src: str | None) -> None:
+    """Each parameter and buffer of `m`, fn reaching it around its arguments."""
+    for n, t in list(m.named_parameters()) + list(m.named_buffers()):
+        found.setdefault(id(t), (f"{where}, its {n}", fix, src))
+
+
 def _external_tensors(fn: Callable, example_inputs: Sequence[Any],
                       names: list[str]) -> dict[int, tuple[str, str, str | None]]:
     """Tensors fn can reach without them being inputs: id -> (where, fix, source line)."""
@@ -49,11 +56,8 @@ def _external_tensors(fn: Callable, example_inputs: Sequence[Any],
         if isinstance(obj, torch.Tensor):
             found.setdefault(id(obj), (where, fix, _source_line(owner, var)))
         elif isinstance(obj, torch.nn.Module):
-            src = _source_line(owner, var)
-            for n, t in list(obj.named_parameters()) + list(obj.named_buffers()):
-                found.setdefault(id(t), (f"{where}, its {n}",
-                                         f"pass `{var}` to fn as a positional argument "
-                                         "instead of closing over it", src))
+            _add_module(found, obj, where, f"pass `{var}` to fn as a positional argument "
+                        "instead of closing over it", _source_line(owner, var))
 
     def scan_function(f: Any, depth: int) -> None:
         code = getattr(f, "__code__", None)
@@ -82,10 +86,10 @@ def _external_tensors(fn: Callable, example_inputs: Sequence[Any],
 
     owner = fn if isinstance(fn, torch.nn.Module) else getattr(fn, "__self__", None)
     if isinstance(owner, torch.nn.Module):  # precompile(model, x) or precompile(model.forward, x)
-        fix = ("pass the model as an argument: precompile(lambda m, *args: m(*args), model, "
-               "*example_inputs); the artifact then takes the model at every call")
-        for n, t in list(owner.named_parameters()) + list(owner.named_buffers()):
-            found.setdefault(id(t), (f"fn ({type(owner).__name__}) itself, its {n}", fix, None))
+        _add_module(found, owner, f"fn ({type(owner).__name__}) itself",
+                    "pass the model as an argument: precompile(lambda m, *args: m(*args), "
+                    "model, *example_inputs); the artifact then takes the model at every call",
+                    None)
     scan_function(fn, 0)
     for i, a in enumerate(example_inputs):
         if isinstance(a, torch.nn.Module):

@@ -157,9 +157,7 @@ def _tensor_spec(t: torch.Tensor, where: str, kind: str, arg: int,
             hint="pass the padded tensor (t.to_padded_tensor(0)) with a mask or the lengths, "
                  "or its components as a list of tensors"))
     marks = _compat.dim_marks(t)
-    _check_marks(t, where, kind, marks, P)
-    dynamic = ({d: r for d, r in {**marks.unbacked, **marks.dynamic}.items()
-                if 0 <= d < t.dim()} if kind == "input" else {})  # (others refused above)
+    dynamic = _check_marks(t, where, kind, marks, P)
     return TensorInput(where=where, kind=kind, arg=arg, shape=tuple(t.shape),
                        stride=tuple(t.stride()), dtype=str(t.dtype).replace("torch.", ""),
                        device=str(t.device), requires_grad=bool(t.requires_grad),

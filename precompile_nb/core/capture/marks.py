@@ -114,8 +114,9 @@ def _dynamic_dim_fix(e: BaseException, dim: str, where: str, d: int, assumable: 
 
 
 def _check_marks(t: torch.Tensor, where: str, kind: str, marks: _compat.DimMarks,
-                 P: Problems) -> None:
-    """Invariant 3: a dimension mark is honoured or refused here, never dropped."""
+                 P: Problems) -> dict[int, tuple[int | None, int | None]]:
+    """Invariant 3: a dimension mark is honoured or refused here, never dropped. Returns the
+    dynamic dims honoured (an input's marks on dims it has), with their bounds."""
     def refuse(what: str, actual: str, hint: str) -> None:
         P.add(PrecompileError(what, invariant=3, stage="capture", where=where,
                               expected="dims marked with mark_dynamic or mark_unbacked, or "
@@ -128,7 +129,7 @@ def _check_marks(t: torch.Tensor, where: str, kind: str, marks: _compat.DimMarks
                f"{list(marks.specialize_on)}", "drop specialize_on (one graph serves every "
                "size), or precompile one artifact per size you want specialised")
     marked = sorted({*marks.unbacked, *marks.dynamic})
-    if bad := [d for d in marked if not 0 <= d < t.dim()]:  # torch.compile ignores them
+    if bad := [d for d in marked if d not in range(t.dim())]:  # torch.compile ignores them
         refuse(f"{where}: dim {bad[0]} is marked dynamic, but {where} has {t.dim()} dims",
                f"marked dims {marked} for shape {list(t.shape)}",
                f"mark a dim by its index from 0 to {t.dim() - 1}"
@@ -148,6 +149,8 @@ def _check_marks(t: torch.Tensor, where: str, kind: str, marks: _compat.DimMarks
             expected="a dense layout: contiguous, channels_last, or a permutation such as .t()",
             actual=f"stride={list(t.stride())} for shape={list(t.shape)}",
             hint=f"pass {where}.contiguous() as the example (and at every call)"))
+    return ({d: r for d, r in {**marks.unbacked, **marks.dynamic}.items() if d not in bad}
+            if kind == "input" else {})
 
 
 def _data_dependent_fix(line: str | None) -> str:
