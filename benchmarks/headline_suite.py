@@ -256,10 +256,21 @@ def round44_rows() -> list[tuple[str, str, str]]:
     return [_cold_spans_row("44", _R44, 7, "H100, torch's bytecode; round 43's package")]
 
 
+_R45 = "benchmarks/results/h100_round45/"
+
+
+def round45_rows() -> list[tuple[str, str, str]]:
+    """Round 45 (an H100, torch's bytecode): the warm suite on the package with round 44's
+    fixes (requires_grad checked at a training artifact's boundary among them)."""
+    return [suite_runs_row("45", (f"{_R45}suite_1/results.json",), "H100, torch's bytecode",
+                           ", the medians of five first calls of each")]
+
+
 def later_gpu_rows() -> list[tuple[str, str, str]]:
     """The GPU rows of rounds 37 on, in order."""
     return [*round37_rows(), *round38_rows(), *round39_rows(), *round40_rows(),
-            *round41_rows(), *round42_rows(), *round43_rows(), *round44_rows()]
+            *round41_rows(), *round42_rows(), *round43_rows(), *round44_rows(),
+            *round45_rows()]
 
 
 def later_cpu_rows() -> list[tuple[str, str, str]]:
