@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from ..collector import collector_paused, young_made_old
 from . import _compat
 from .cache import pack
-from .errors import PrecompileError, fn_name, raised_by_user, user_frame
+from .errors import PrecompileError, fn_name, option_error, raised_by_user, user_frame
 from .load import load, python_entries
 
 if TYPE_CHECKING:
@@ -48,18 +48,29 @@ TRACERS = ("make_fx", "dynamo")
 StageCallback = Callable[[str, str, float], None]
 
 
-def _validate(backend: Any, tracer: Any, decompositions: Any) -> None:
+def _validate(backend: Any, tracer: Any, decompositions: Any, data_guards: Any) -> None:
     if tracer == "dynamo":
-        raise NotImplementedError("precompile: tracer='dynamo' is planned, not implemented; "
-                                  "use tracer='make_fx' (the default)")
+        raise option_error("precompile", "tracer", tracer, "'make_fx'",
+                           "use tracer='make_fx' (the default)", planned=True,
+                           what="precompile: tracer='dynamo' is planned, not implemented")
     if tracer not in TRACERS:
-        raise ValueError(f"precompile: unknown tracer {tracer!r}; use 'make_fx'")
+        raise option_error("precompile", "tracer", tracer, "'make_fx'",
+                           "use tracer='make_fx' (the default)",
+                           what=f"precompile: unknown tracer {tracer!r}")
     if backend not in BACKENDS:
-        raise ValueError(f"precompile: unknown backend {backend!r}; use 'inductor' (default) "
-                         "or 'eager'")
+        raise option_error("precompile", "backend", backend, "'inductor' or 'eager'",
+                           "use backend='inductor' (the default: compiled kernels) or 'eager' "
+                           "(the captured graph run as plain PyTorch ops)",
+                           what=f"precompile: unknown backend {backend!r}")
     if decompositions is not None and not isinstance(decompositions, dict):
-        raise TypeError("precompile: decompositions must be a dict {OpOverload: fn} or None, "
-                        f"got {type(decompositions).__name__}")
+        raise option_error("precompile", "decompositions", decompositions,
+                           "a dict {OpOverload: fn} or None",
+                           "pass a dict such as torch._decomp.get_decompositions([...]), or "
+                           "None for the backend's own")
+    if not isinstance(data_guards, bool):
+        raise option_error("precompile", "data_guards", data_guards, "True or False",
+                           "pass data_guards=True to keep the example's branches on tensor "
+                           "data, checked at every call, or False (the default)")
 
 
 _OPTIONS = ("backend", "tracer", "decompositions", "data_guards", "tune_sizes")
@@ -111,11 +122,8 @@ def build(fn: Callable, *example_inputs: Any, backend: str = "inductor",
     """precompile, keeping everything each stage recorded (for reports and tools)."""
     if keyword_inputs:
         raise keyword_inputs_error(fn, len(example_inputs), keyword_inputs)
-    _validate(backend, tracer, decompositions)
+    _validate(backend, tracer, decompositions, data_guards)
     _warn_switch_mistakes()
-    if not isinstance(data_guards, bool):
-        raise TypeError("precompile: data_guards must be True or False, got "
-                        f"{type(data_guards).__name__}")
     from .tuning import check_tune_sizes  # Note [a load imports no stage]
     sizes = check_tune_sizes(tune_sizes)
     times: list[tuple[str, float]] = []

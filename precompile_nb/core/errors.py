@@ -14,10 +14,32 @@ from types import TracebackType
 from ..runtime.violation import _PC_INVARIANTS as INVARIANTS
 from ..runtime.violation import PrecompileError
 
-__all__ = ["PrecompileError", "INVARIANTS", "Problems", "fn_name", "raised_by_user",
-           "user_frame"]
+__all__ = ["PrecompileError", "INVARIANTS", "Problems", "fn_name", "option_error",
+           "raised_by_user", "user_frame"]
 
 PrecompileError.__module__ = "precompile_nb"
+
+
+class _OptionError(PrecompileError, ValueError, TypeError):
+    """A bad option or argument type: a PrecompileError that `except ValueError` /
+    `except TypeError` (what these were before) still catch."""
+
+
+class _OptionNotImplemented(PrecompileError, NotImplementedError):
+    """An option value that names planned, unbuilt work."""
+
+
+def option_error(call: str, option: str, value: object, expected: str, hint: str, *,
+                 what: str | None = None, planned: bool = False,
+                 stage: str = "capture") -> PrecompileError:
+    """The error for `call(..., option=value)` with a value the call does not take, raised
+    before the call does anything. `what` replaces the default first line."""
+    cls = _OptionNotImplemented if planned else _OptionError
+    shown = repr(value)
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    return cls(what or f"{call}: {option}= takes {expected}, not {shown}",
+               stage=stage, where=f"{call}(..., {option}=...)", expected=expected,
+               actual=f"{shown} ({type(value).__name__})", hint=hint)
 
 
 # compiled at its first use (re's own cache): a load imports this module and never uses it

@@ -662,9 +662,11 @@ def _pc_check_same_as(same_as, n_before, at):
 #   result is rebuilt with the user's own class and an argument's class is checked by
 #   identity, as eager would see them. The driver turns a literal back into a TreeSpec by
 #   building a stand-in structure and flattening it, which needs nothing but tree_flatten.
+#   torch.Size is a node of its own: torch's tree_unflatten gives a plain tuple for it, so a
+#   result with one (fn returned x.shape) is given its Size back after unflattening.
 
 _PC_TREE_TYPES = ("leaf", "None", "tuple", "list", "dict", "OrderedDict", "namedtuple",
-                  "pytree")
+                  "pytree", "Size")
 
 
 def _pc_is_tree(v, depth=0):
@@ -678,7 +680,7 @@ def _pc_is_tree(v, depth=0):
     children = v.get("children")
     if t not in _PC_TREE_TYPES or type(children) is not list:
         return False
-    if t in ("tuple", "list"):
+    if t in ("tuple", "list", "Size"):
         extra_ok = set(v) == {"type", "children"}
     elif t in ("dict", "OrderedDict"):
         keys = v.get("keys")
@@ -721,6 +723,8 @@ def _pc_tree_stand_in(lit, Err):
     children = [_pc_tree_stand_in(c, Err) for c in lit["children"]]
     if t == "tuple":
         return tuple(children)
+    if t == "Size":
+        return _pc_torch.Size(children)
     if t == "list":
         return children
     if t == "dict":
@@ -989,6 +993,7 @@ class _PcPlan:
     mutations: tuple  # (input, output)
     grads: tuple  # (input, output)
     out_spec: object  # TreeSpec of fn's result
+    sizes: object  # the result's tree literal where it holds a torch.Size, else None
     outs: tuple  # per result leaf: (code, index or value, (size, stride, offset) or None)
     single_out: int  # graph output index when fn's result is that one tensor, else -1
     device_types: tuple
@@ -1174,6 +1179,7 @@ def _pc_call_plan(conv, Err):
                                        c.stride) for c in checks),
         dynamic=dynamic, all_cpu=all_cpu, check_strides=conv.check_strides,
         constants=constants, mutations=mutations, grads=grads, out_spec=out_spec, outs=outs,
+        sizes=conv.out_spec if _pc_has_size(conv.out_spec) else None,
         single_out=(outs[0][1] if out_spec.is_leaf() and len(outs) == 1
                     and outs[0][0] == _PC_OUT_GRAPH else -1),
         device_types=tuple(sorted({c.device.type for c in checks} or {"cpu"})),
@@ -1971,6 +1977,9 @@ def _pc_run(p, graph_call, flat, dts=None):
     accumulate gradients like eager .backward() (invariant 5). `dts`: the inputs as passed
     and the runtime meshes, where DTensors were unwrapped (Note [DTensor at the boundary])."""
     grad_was = _pc_is_grad_enabled()
+    if p.grad_flags and not grad_was:
+        __tracebackhide__ = True
+        _pc_fail_no_grad(p, flat)
     _pc_set_grad_enabled(False)  # torch.no_grad() inline: a tenth of its cost
     try:
         if p.reuse_flat:
@@ -2005,6 +2014,23 @@ def _pc_run(p, graph_call, flat, dts=None):
     return outs
 
 
+# Note [a backward under no_grad]
+#   Under torch.no_grad() or inference_mode, eager's loss.backward() in fn raises (the loss
+#   has no grad_fn). The artifact runs its captured backward without autograd, so it would
+#   accumulate gradients (and step an optimizer) where eager stops. An artifact whose fn runs
+#   a backward therefore refuses a call with gradients off, before anything runs or is
+#   written; a fn that turns gradients on itself is called inside torch.enable_grad().
+def _pc_fail_no_grad(p, flat):
+    __tracebackhide__ = True
+    raise p.Err(f"{p.fn_name}: called with gradients off, but fn runs a backward",
+                invariant=5, stage="call", where="torch.is_grad_enabled()",
+                expected="gradients enabled (fn's .backward() needs them)",
+                actual="gradients disabled (torch.no_grad() or torch.inference_mode())",
+                hint="eager's .backward() raises here; call the training step outside no_grad / "
+                     "inference_mode (or inside torch.enable_grad())",
+                extra={"inputs": _pc_input_table(p, flat)})
+
+
 def _pc_rebuild(p, flat, outs, dts=None):
     """fn's result: graph outputs, inputs returned as they are, views of inputs rebuilt on
     the runtime inputs (invariant 4: aliases stay aliases), DTensors rebuilt around their
@@ -2021,7 +2047,27 @@ def _pc_rebuild(p, flat, outs, dts=None):
             res.append(flat[v].as_strided(*view))
         else:
             res.append(v)
-    return _pc_pytree.tree_unflatten(res, p.out_spec)
+    if p.sizes is None:
+        return _pc_pytree.tree_unflatten(res, p.out_spec)
+    return _pc_with_sizes(p.sizes, _pc_pytree.tree_unflatten(res, p.out_spec))
+
+
+def _pc_has_size(lit):
+    return lit.get("type") == "Size" or any(_pc_has_size(c) for c in lit.get("children", ()))
+
+
+def _pc_with_sizes(lit, v):
+    """`v` with each node the literal calls a Size made a torch.Size (Note [tree literal])."""
+    t = lit.get("type")
+    if t == "Size":
+        return _pc_torch.Size(v)
+    if t in ("leaf", "None", "pytree"):
+        return v
+    kids = lit["children"]
+    if t in ("dict", "OrderedDict"):
+        return type(v)((k, _pc_with_sizes(c, v[k])) for k, c in zip(lit["keys"], kids))
+    items = [_pc_with_sizes(c, x) for c, x in zip(kids, v)]
+    return items if t == "list" else tuple(items) if t == "tuple" else type(v)(*items)
 
 
 def _pc_call_failed(p, e):

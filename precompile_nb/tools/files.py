@@ -34,7 +34,7 @@ from typing import Any
 
 from ..core import build
 from ..core import cache as _cache
-from ..core.errors import PrecompileError
+from ..core.errors import PrecompileError, option_error
 from ..core.load import load as load_text
 
 __all__ = ["MakeFxTracer", "Capture", "PrecompiledRunnable", "capture", "load"]
@@ -187,7 +187,9 @@ def capture(fn: Callable, /, *, artifact_path: PathLike, cache_path: PathLike,
     if tracer == "make_fx":
         tracer = MakeFxTracer()
     if not isinstance(tracer, MakeFxTracer):
-        raise ValueError(f"capture: unknown tracer {tracer!r}; use 'make_fx' or MakeFxTracer()")
+        raise option_error("capture", "tracer", tracer, "'make_fx' or MakeFxTracer()",
+                           "use tracer='make_fx' (the default)",
+                           what=f"capture: unknown tracer {tracer!r}")
     return Capture(fn, artifact_path, cache_path, backend=backend,
                    decompositions=tracer.decompositions)
 

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from ..core import on_cuda
-from ..core.errors import PrecompileError
+from ..core.errors import PrecompileError, option_error
 from .profile_eager import _profile_eager
 from .timing import (
     _KERNEL_RANGE,
@@ -159,7 +159,10 @@ def profile_artifact(fn: Callable[..., Any], report: Mapping[str, Any], inputs: 
     '(unattributed)'
     """
     if not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"profile: steps must be a positive int, got {steps!r}")
+        raise option_error("profile", "steps", steps, "a positive int",
+                           "pass how many timed calls to average, e.g. steps=5",
+                           what=f"profile: steps must be a positive int, got {steps!r}",
+                           stage="call")
     ns = getattr(fn, "__globals__", None)
     if not isinstance(ns, dict) or "_PC_META" not in ns:
         raise PrecompileError(

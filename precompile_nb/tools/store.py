@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core import cache as _cache
-from ..core.errors import PrecompileError
+from ..core.errors import PrecompileError, option_error
 from ..core.load import load
 
 try:  # POSIX; elsewhere saves of one NAME must not run concurrently (documented above)
@@ -63,11 +63,13 @@ def save_pair(directory: str | os.PathLike[str], name: str, python_code: str,
     any point leaves a loadable pair (protocol in the module docstring). Returns (py, cache)
     paths."""
     _check_name(name)
-    if not isinstance(python_code, str):
-        raise TypeError("save_pair: python_code must be a str, got "
-                        f"{type(python_code).__name__}")
-    if not isinstance(cache, (bytes, bytearray, memoryview)):
-        raise TypeError(f"save_pair: cache must be bytes, got {type(cache).__name__}")
+    for option, value, kind, want in (("python_code", python_code, str, "a str"), (
+            "cache", cache, (bytes, bytearray, memoryview), "bytes")):
+        if not isinstance(value, kind):
+            raise option_error("save_pair", option, value, want, "pass the pair precompile "
+                               "returned: save_pair(directory, name, *precompile(fn, ...))",
+                               what=f"save_pair: {option} must be {want}, got "
+                                    f"{type(value).__name__}", stage="load")
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
     py_path, cache_path = d / f"{name}.py", d / f"{name}.cache"
@@ -129,8 +131,11 @@ def _nothing_saved(d: Path, name: str) -> PrecompileError | None:
 def _check_name(name: object) -> None:
     if (not isinstance(name, str) or not name or name.startswith(".")
             or any(c in name for c in "/\\\0")):
-        raise ValueError(f"save_pair/load_pair: name must be a plain file name (no path, not "
-                         f"hidden), got {name!r}")
+        raise option_error("save_pair/load_pair", "name", name,
+                           "a plain file name (no path, not hidden)",
+                           "give the directory as its own argument and a name such as 'step'",
+                           what="save_pair/load_pair: name must be a plain file name (no "
+                                f"path, not hidden), got {name!r}", stage="load")
 
 
 def _read(py_path: Path, cache_path: Path) -> tuple[str, bytes]:

@@ -36,10 +36,9 @@ def bare_step(m, x):
     m(x).sum().backward()
 
 
-def assert_sgd_matches_eager(f, m_ref, x, *, steps: int, tol: float, grad_mode: bool = True):
+def assert_sgd_matches_eager(f, m_ref, x, *, steps: int, tol: float):
     """Run `steps` SGD steps through the artifact `f` and through eager `train_step` on two
-    copies of `m_ref`; losses and final state (params and buffers) must agree to `tol`.
-    With grad_mode=False the artifact is called under no_grad: backward is inside it."""
+    copies of `m_ref`; losses and final state (params and buffers) must agree to `tol`."""
     import copy
 
     m_art = copy.deepcopy(m_ref)
@@ -49,8 +48,7 @@ def assert_sgd_matches_eager(f, m_ref, x, *, steps: int, tol: float, grad_mode: 
         opt_ref.zero_grad()
         opt_art.zero_grad()
         l_ref = train_step(m_ref, x)
-        with torch.set_grad_enabled(grad_mode):
-            l_art = f(m_art, x)
+        l_art = f(m_art, x)
         torch.testing.assert_close(l_art, l_ref.detach(), atol=tol, rtol=tol)
         opt_ref.step()
         opt_art.step()

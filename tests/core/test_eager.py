@@ -19,14 +19,22 @@ def pc(fn, *args, **kw):
 
 # -- API surface -------------------------------------------------------------------------------
 
-def test_unknown_backend_and_tracer_are_clear_errors():
+@pytest.mark.parametrize("option, value, old_kind, said", [
+    ("backend", "tvm", ValueError, "unknown backend 'tvm'"),
+    ("tracer", "jit", ValueError, "unknown tracer 'jit'"),
+    ("tracer", "dynamo", NotImplementedError, "dynamo' is planned"),
+    ("decompositions", [torch.ops.aten.addmm.default], TypeError, "takes a dict"),
+    ("data_guards", "yes", TypeError, "takes True or False, not 'yes'"),
+])
+def test_an_option_value_precompile_does_not_take_is_a_precompile_error_naming_it(
+        option, value, old_kind, said):
     m, x = mlp(), torch.randn(2, 8)
-    with pytest.raises(ValueError, match="unknown backend 'tvm'"):
-        precompile(lambda m, x: m(x), m, x, backend="tvm")
-    with pytest.raises(ValueError, match="unknown tracer 'jit'"):
-        precompile(lambda m, x: m(x), m, x, tracer="jit")
-    with pytest.raises(NotImplementedError, match="dynamo"):
-        precompile(lambda m, x: m(x), m, x, tracer="dynamo")
+    with pytest.raises(PrecompileError, match=said) as ei:
+        precompile(lambda m, x: m(x), m, x, **{option: value})
+    e = ei.value
+    assert e.stage == "capture" and e.where == f"precompile(..., {option}=...)"
+    assert e.expected and e.hint
+    assert isinstance(e, old_kind)  # what it was before: existing except clauses still catch it
 
 
 def test_precompile_error_is_a_runtime_error_with_structured_fields():
@@ -263,11 +271,50 @@ def test_a_parameter_frozen_or_unfrozen_after_capture_is_named_and_nothing_is_wr
         g(m2, x)
 
 
+@pytest.mark.parametrize("off", [torch.no_grad, torch.inference_mode])
+def test_a_training_step_called_with_gradients_off_is_refused_as_eager_would(off):
+    m, x = mlp(), torch.randn(4, 8)
+    f = pc(bare_step, m, x)
+    m_ref = copy.deepcopy(m)
+    with off(), pytest.raises(RuntimeError):
+        bare_step(m_ref, x)  # eager: the loss has no grad_fn
+    with off(), pytest.raises(PrecompileError) as ei:
+        f(m, x)  # a first call
+    e = ei.value
+    assert e.invariant == 5 and e.stage == "call" and "gradients off" in e.what
+    assert "enable_grad" in e.hint
+    f(m, x)
+    f(m, x)  # accepted calls: the batch guard is armed from here on
+    m.zero_grad(set_to_none=True)
+    with off(), pytest.raises(PrecompileError, match="gradients off"):
+        f(m, x)
+    assert all(p.grad is None for p in m.parameters())  # nothing was written
+    f(m, x)  # with gradients on again: accepted
+    with torch.no_grad(), torch.enable_grad():
+        f(m, x)  # a fn that turns them on itself is called inside enable_grad
+    bare_step(m_ref, x)
+    bare_step(m_ref, x)
+    for p, q in zip(m.parameters(), m_ref.parameters()):
+        torch.testing.assert_close(p.grad, q.grad)
+
+
 def test_an_inference_artifact_takes_parameters_whatever_their_requires_grad():
     m, x = mlp(), torch.randn(4, 8)
     f = pc(lambda m, x: m(x), m, x)
     m.requires_grad_(False)
     torch.testing.assert_close(f(m, x), m(x))
+
+
+def test_a_shape_in_the_result_comes_back_a_torch_size_as_in_eager():
+    def fn(x, shape):
+        return x.shape, {"sizes": [x.reshape(shape).size(), x.sum()]}
+
+    x, shape = torch.randn(2, 6), torch.Size([3, 4])
+    f = pc(fn, x, shape)
+    got, want = f(x, shape), fn(x, shape)
+    assert type(got[0]) is torch.Size and got[0] == want[0]
+    assert type(got[1]["sizes"][0]) is torch.Size and got[1]["sizes"][0] == torch.Size([3, 4])
+    assert got[0].numel() == 12  # what a tuple would not have
 
 
 # -- invariant 4: boundary effects ------------------------------------------------------------

@@ -179,8 +179,7 @@ def test_a_graph_without_tensor_inputs_is_lowered_and_loads():
 def test_training_step_with_batchnorm_matches_eager_over_sgd_steps():
     m_ref, x = bn_mlp(), torch.randn(6, 8)
     f = precompile.load(*precompile(train_step, copy.deepcopy(m_ref), x))
-    # grad mode does not matter: backward is in the artifact
-    m_art = assert_sgd_matches_eager(f, m_ref, x, steps=3, tol=1e-5, grad_mode=False)
+    m_art = assert_sgd_matches_eager(f, m_ref, x, steps=3, tol=1e-5)
     assert int(m_art[1].num_batches_tracked) == 3
 
 

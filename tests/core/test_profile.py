@@ -142,7 +142,7 @@ def test_profile_of_a_plain_function_is_a_clear_error():
     m, x = mlp(), torch.randn(2, 8)
     with pytest.raises(PrecompileError, match="not a loaded precompile artifact"):
         profile_artifact(train_step, {"kernels": [], "graph": {"nodes": []}}, (m, x))
-    with pytest.raises(ValueError, match="steps must be a positive int"):
+    with pytest.raises(PrecompileError, match="steps must be a positive int"):
         profile_artifact(train_step, {}, (m, x), steps=0)
 
 

@@ -236,8 +236,19 @@ def test_concurrent_saves_and_loads_of_one_name_never_see_a_torn_pair(eager_pair
 
 @pytest.mark.parametrize("name", ["", "a/b", "../x", ".hidden", "a\\b"])
 def test_pair_name_must_be_a_plain_file_name(eager_pair, tmp_path, name):
-    with pytest.raises(ValueError, match="plain file name"):
+    with pytest.raises(PrecompileError, match="plain file name") as ei:
         save_pair(tmp_path, name, eager_pair.python_code, eager_pair.cache)
+    assert isinstance(ei.value, ValueError) and "name" in ei.value.where
+    assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+def test_a_pair_saved_the_wrong_way_round_is_named(eager_pair, tmp_path):
+    with pytest.raises(PrecompileError, match="python_code must be a str, got bytes") as ei:
+        save_pair(tmp_path, "p", eager_pair.cache, eager_pair.python_code)
+    assert "save_pair(directory, name, *precompile(" in ei.value.hint
+    with pytest.raises(PrecompileError, match="cache must be bytes, got str"):
+        save_pair(tmp_path, "p", eager_pair.python_code, eager_pair.python_code)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_first_save_killed_after_its_commit_point_still_loads(big, tmp_path):

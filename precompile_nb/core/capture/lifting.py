@@ -266,6 +266,8 @@ def _tree_literal(spec: Any, where: str, P: Problems) -> dict[str, Any]:
     kids = [_tree_literal(c, where, P) for c in _compat.treespec_children(spec)]
     if spec.type in (tuple, list):
         return {"type": spec.type.__name__, "children": kids}
+    if spec.type is torch.Size:
+        return {"type": "Size", "children": kids}
     if spec.type is type(None):
         return {"type": "None"}
     if spec.type in (dict, collections.OrderedDict) and all(
