@@ -171,6 +171,17 @@ def test_a_dim_the_graph_needs_as_a_number_is_specialised_and_says_so():
     assert ei.value.where == "x.size(0) == 8"
 
 
+def test_a_dynamic_size_in_the_result_is_refused_with_what_to_return_instead():
+    x = torch.randn(8, 3)
+    mark_dynamic(x, 0)
+    with pytest.raises(PrecompileError) as ei:
+        precompile(lambda x: (x.sum(1), x.shape), x, backend="eager")
+    e = ei.value
+    assert e.invariant == 3 and e.where == "fn's result[1][0]"
+    assert "computed from a dynamic size" in e.hint and ".shape after the call" in e.hint
+    assert "Hugging Face" not in e.hint
+
+
 def test_a_divisibility_guard_refuses_sizes_the_graph_cannot_split():
     x = torch.randn(8, 3)
     mark_dynamic(x, 0)

@@ -331,15 +331,21 @@ def _literal(v: Any, where: str, P: Problems | None = None) -> Any:
         return ["__torch.dtype__", str(v).replace("torch.", "")]
     if isinstance(v, torch.device):
         return ["__torch.device__", str(v)]
+    if isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        hint = (f"{where} is a number computed from a dynamic size ({v}), so it cannot be "
+                "baked: return the tensor it comes from and read its .shape after the call, "
+                "or compute the number outside fn")
+    elif where.startswith("fn's result"):
+        hint = _RESULT_HINT.format(cls=type(v).__name__)
+    else:
+        hint = ("pass tensors for data; fold other configuration into fn (a closure or "
+                "functools.partial) so it is baked explicitly")
     (P or Problems()).add(PrecompileError(
         f"unsupported non-tensor value of type {type(v).__name__}", invariant=3,
         stage="capture", where=where,
         expected="tensor, nn.Module, or a bool/int/float/str/None/dtype/device (baked and "
                  "checked per call), in tuples/lists/dicts",
-        actual=f"{type(v).__name__}: {v!r:.80}",
-        hint=_RESULT_HINT.format(cls=type(v).__name__) if where.startswith("fn's result")
-        else "pass tensors for data; fold other configuration into fn (a closure or "
-             "functools.partial) so it is baked explicitly"))
+        actual=f"{type(v).__name__}: {v!r:.80}", hint=hint))
     return repr(v)
 
 
