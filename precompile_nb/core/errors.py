@@ -8,6 +8,7 @@ homes] in emit.py.
 from __future__ import annotations
 
 import re
+import reprlib
 import traceback
 from types import TracebackType
 
@@ -35,11 +36,23 @@ def option_error(call: str, option: str, value: object, expected: str, hint: str
     """The error for `call(..., option=value)` with a value the call does not take, raised
     before the call does anything. `what` replaces the default first line."""
     cls = _OptionNotImplemented if planned else _OptionError
-    shown = repr(value)
-    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    shown = _short_repr(value)
     return cls(what or f"{call}: {option}= takes {expected}, not {shown}",
                stage=stage, where=f"{call}(..., {option}=...)", expected=expected,
                actual=f"{shown} ({type(value).__name__})", hint=hint)
+
+
+def _short_repr(value: object, limit: int = 60) -> str:
+    """repr(value) cut to about `limit` characters, never built whole for a long str or
+    bytes (a cache passed where the code goes is megabytes)."""
+    if isinstance(value, (str, bytes, bytearray)):
+        return repr(value[:limit]) + ("..." if len(value) > limit else "")
+    if isinstance(value, memoryview):
+        return f"<memoryview of {value.nbytes} bytes>"
+    short = reprlib.Repr()
+    short.maxother = limit
+    shown = short.repr(value)
+    return shown if len(shown) <= limit else shown[:limit - 3] + "..."
 
 
 # compiled at its first use (re's own cache): a load imports this module and never uses it
