@@ -6,7 +6,14 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash scripts/setup_browser.sh .venv/bin/python  # chromium + playwright + jupyterlab, or a skip reason
 export PRECOMPILE_NB_SCREENSHOTS="${PRECOMPILE_NB_SCREENSHOTS:-$(mktemp -d /tmp/precompile_nb_shots_XXXXXX)}"
-export TORCHINDUCTOR_CACHE_DIR="${TORCHINDUCTOR_CACHE_DIR:-$(mktemp -d /tmp/precompile_nb_ci_XXXXXX)}"
+# one inductor cache for the run (both legs), removed at the end when this script made it
+# (~130 MB a run); a TORCHINDUCTOR_CACHE_DIR given from outside is kept
+own_cache=""
+if [ -z "${TORCHINDUCTOR_CACHE_DIR:-}" ]; then
+  own_cache=$(mktemp -d /tmp/precompile_nb_ci_XXXXXX)
+  export TORCHINDUCTOR_CACHE_DIR=$own_cache
+fi
+trap '[ -z "$own_cache" ] || rm -rf "$own_cache"' EXIT
 # the torch 2.15 environment first (its install is the slow part), so a 2.15 break shows too
 PY215=$(bash scripts/setup_torch215.sh)
 echo "[test] screenshots go to $PRECOMPILE_NB_SCREENSHOTS (docs/screenshots/ is never rewritten)"
@@ -21,7 +28,7 @@ echo "[test] tests/core, the magic, the zoo and the notebooks on torch 2.15 ($PY
 "$PY215" -m pytest -p no:cacheprovider --durations=10 tests/core tests/test_magics.py tests/zoo \
   notebooks --nbval-lax --nbval-sanitize-with notebooks/sanitize.cfg >"$LOG215" 2>&1 &
 pid215=$!
-trap 'kill "$pid215" 2>/dev/null || true' EXIT
+trap 'kill "$pid215" 2>/dev/null || true; [ -z "$own_cache" ] || rm -rf "$own_cache"' EXIT
 status=0
 .venv/bin/python -m pytest -p no:cacheprovider --durations=15 tests notebooks \
   --nbval-lax --nbval-sanitize-with notebooks/sanitize.cfg "$@" || status=$?
@@ -29,4 +36,5 @@ echo "[test] waiting for the torch 2.15 leg"
 wait "$pid215" || status=$?
 echo "[test] the torch 2.15 leg ($PY215):"
 cat "$LOG215"
+rm -f "$LOG215"  # printed above
 exit $status
