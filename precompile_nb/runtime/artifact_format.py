@@ -18,7 +18,7 @@ ARTIFACT_FORMAT = "precompile_nb.artifact"
 # a marker line, emit.marker)
 META_NAME = "_PC_META"
 SECTIONS = ("graph", "metadata", "driver")
-ARTIFACT_VERSION = 8
+ARTIFACT_VERSION = 9
 FINGERPRINTS = {
     2: "171e3cadd88976d991d90287a3f83fc7798119443ab51f09dd6200f436cdfda4",
     # 3: guards on dynamic sizes (mark_dynamic)
@@ -33,4 +33,7 @@ FINGERPRINTS = {
     7: "f8eb7186b204748b2280dc067bfae9cc3cdc9d95d2e7f9934336d9392743f484",
     # 8: the inputs the compiled graph writes in place (Note [writes inside the graph])
     8: "1e771f0eea1b7e47f54b44575113212ee871aa0e69c53801b62920575faf47f9",
+    # 9: whether fn ran autograd (a call with gradients off is refused); torch.Size nodes in
+    # tree literals (a Size in fn's result comes back a Size)
+    9: "b27978ec6665649c7ad7c18b5557418d8669f366107ba1257c56efbcb3fde163",
 }

@@ -480,6 +480,9 @@ class PcConvention(_PcRecord):
     # graph inputs the compiled graph itself writes in place (Note [writes inside the graph]
     # in core/lower.py): checked for shared memory like the mutations, nothing copied back
     written: tuple = ()
+    # fn ran autograd (a .backward() or an autograd.grad): a call needs gradients on, as
+    # eager's would (Note [a backward under no_grad])
+    backward: bool = False
     _pc_schema = {"fn_name": "str",
                   "args": ("union", "ARGS"), "inputs": ("records", PcTensorInput),
                   "constants": ("records", PcConstant), "out_spec": "tree",
@@ -488,7 +491,8 @@ class PcConvention(_PcRecord):
                   "device_index": "nat", "unread": "nats",
                   "guards": ("records", PcGuard), "meshes": ("records", PcMesh),
                   "data_guards": ("records", PcDataGuard),
-                  "process_groups": ("records", PcProcessGroup), "written": "nats"}
+                  "process_groups": ("records", PcProcessGroup), "written": "nats",
+                  "backward": "bool"}
 
 
 _PC_UNIONS = {
@@ -1012,6 +1016,7 @@ class _PcPlan:
     # per graph input: requires_grad as captured, None where not checked; () where fn runs no
     # backward (Note [requires_grad at the boundary])
     grad_flags: tuple = ()
+    needs_grad: bool = False  # a call with gradients off is refused (Note [a backward under no_grad])
 
 
 @_pc_record
@@ -1197,7 +1202,9 @@ def _pc_call_plan(conv, Err):
         clear_grads=tuple(q.input for a in conv.args if isinstance(a, PcOptimArg)
                           and a.grads_cleared for g in a.groups for q in g.params),
         data_guards=conv.data_guards, process_groups=conv.process_groups,
-        grad_flags=_pc_grad_flags(conv, grads))
+        grad_flags=_pc_grad_flags(conv, grads),
+        needs_grad=conv.backward or bool(grads)
+        or any(isinstance(a, PcOptimArg) for a in conv.args))
 
 
 # Note [requires_grad at the boundary]
@@ -1977,7 +1984,7 @@ def _pc_run(p, graph_call, flat, dts=None):
     accumulate gradients like eager .backward() (invariant 5). `dts`: the inputs as passed
     and the runtime meshes, where DTensors were unwrapped (Note [DTensor at the boundary])."""
     grad_was = _pc_is_grad_enabled()
-    if p.grad_flags and not grad_was:
+    if p.needs_grad and not grad_was:
         __tracebackhide__ = True
         _pc_fail_no_grad(p, flat)
     _pc_set_grad_enabled(False)  # torch.no_grad() inline: a tenth of its cost
@@ -2015,11 +2022,13 @@ def _pc_run(p, graph_call, flat, dts=None):
 
 
 # Note [a backward under no_grad]
-#   Under torch.no_grad() or inference_mode, eager's loss.backward() in fn raises (the loss
-#   has no grad_fn). The artifact runs its captured backward without autograd, so it would
-#   accumulate gradients (and step an optimizer) where eager stops. An artifact whose fn runs
-#   a backward therefore refuses a call with gradients off, before anything runs or is
-#   written; a fn that turns gradients on itself is called inside torch.enable_grad().
+#   Under torch.no_grad() or inference_mode, eager's loss.backward() (or autograd.grad) in fn
+#   raises (the loss has no grad_fn). The artifact runs its captured backward without
+#   autograd, so it would accumulate gradients (and step an optimizer), or return gradients,
+#   where eager stops. An artifact whose fn ran autograd at capture (PcConvention.backward),
+#   accumulates gradients or steps an optimizer therefore refuses a call with gradients off,
+#   before anything runs or is written; a fn that turns gradients on itself is called inside
+#   torch.enable_grad().
 def _pc_fail_no_grad(p, flat):
     __tracebackhide__ = True
     raise p.Err(f"{p.fn_name}: called with gradients off, but fn runs a backward",

@@ -298,6 +298,25 @@ def test_a_training_step_called_with_gradients_off_is_refused_as_eager_would(off
         torch.testing.assert_close(p.grad, q.grad)
 
 
+def test_a_fn_taking_gradients_with_autograd_grad_is_refused_with_gradients_off():
+    def weight_grad(m, x):  # returns a gradient, accumulates none
+        (g,) = torch.autograd.grad(m(x).pow(2).sum(), m[0].weight)
+        return g
+
+    m, x = mlp(), torch.randn(4, 8)
+    f = pc(weight_grad, m, x)
+    torch.testing.assert_close(f(m, x), weight_grad(m, x))
+    with torch.no_grad():
+        with pytest.raises(RuntimeError):
+            weight_grad(m, x)  # eager
+        with pytest.raises(PrecompileError, match="gradients off") as ei:
+            f(m, x)
+    assert ei.value.invariant == 5
+    g = pc(lambda m, x: m(x), m, x)  # no autograd in fn: any grad mode
+    with torch.no_grad():
+        torch.testing.assert_close(g(m, x), m(x))
+
+
 def test_an_inference_artifact_takes_parameters_whatever_their_requires_grad():
     m, x = mlp(), torch.randn(4, 8)
     f = pc(lambda m, x: m(x), m, x)

@@ -19,6 +19,7 @@ of its modules holds it:
   triton_store.py  Triton kernels kept between processes and reused
   lowering_key.py  what decides a lowering, as a key; where whole lowerings are kept
   stack_frames.py  make_fx's node stack traces, each frame's line read only when kept
+  backward_nodes.py  whether a traced graph holds ops autograd ran inside fn
   repro_string.py  Inductor's runnable-repro string, written only where a trace reads it
   scoped_patch.py  a torch function replaced while some thread needs it
   compile_pool.py  Inductor's Triton compile workers and Triton's set-up, started with the capture
@@ -76,6 +77,7 @@ _LAZY_NAMES: dict[str, tuple[str, ...]] = {
                  "reproducible_inductor_source", "run_isa_probes_fresh", "running_artifact",
                  "same_kernel_keys", "strip_inductor_main", "triton_launch_records"),
     "answers": ("tracing_as_a_compiler",),
+    "backward_nodes": ("graph_runs_backward",),
     "autotune": ("SizeChoice", "autotune_now", "tuning_at_sizes"),
     "compile_pool": ("end_build_workers", "forked_worker_count", "import_lowering",
                      "start_compile_workers", "start_triton_setup", "workers_for_graph"),

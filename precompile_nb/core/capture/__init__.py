@@ -94,7 +94,7 @@ def capture(fn: Callable, example_inputs: Sequence[Any], *,
     fake_inputs = tuple(n.meta["val"] for n in gm.graph.nodes if n.op == "placeholder")
     captured = Captured(
         convention=_convention(fn, lifted, constants, state, guards, P)._replace(
-            data_guards=decided,
+            data_guards=decided, backward=_compat.graph_runs_backward(gm),
             process_groups=tuple(ProcessGroup(name=n, size=k, world=w)
                                  for n, k, w in _compat.collective_groups(gm))),
         graph=gm,
