@@ -1016,7 +1016,7 @@ class _PcPlan:
     # per graph input: requires_grad as captured, None where not checked; () where fn runs no
     # backward (Note [requires_grad at the boundary])
     grad_flags: tuple = ()
-    needs_grad: bool = False  # a call with gradients off is refused (Note [a backward under no_grad])
+    needs_grad: bool = False  # gradients off is refused (Note [a backward under no_grad])
 
 
 @_pc_record
@@ -2025,18 +2025,18 @@ def _pc_run(p, graph_call, flat, dts=None):
 #   Under torch.no_grad() or inference_mode, eager's loss.backward() (or autograd.grad) in fn
 #   raises (the loss has no grad_fn). The artifact runs its captured backward without
 #   autograd, so it would accumulate gradients (and step an optimizer), or return gradients,
-#   where eager stops. An artifact whose fn ran autograd at capture (PcConvention.backward),
-#   accumulates gradients or steps an optimizer therefore refuses a call with gradients off,
+#   where eager stops. So an artifact whose fn ran autograd at capture (PcConvention.backward),
+#   or that accumulates gradients or steps an optimizer, refuses a call with gradients off,
 #   before anything runs or is written; a fn that turns gradients on itself is called inside
 #   torch.enable_grad().
 def _pc_fail_no_grad(p, flat):
     __tracebackhide__ = True
-    raise p.Err(f"{p.fn_name}: called with gradients off, but fn runs a backward",
+    raise p.Err(f"{p.fn_name}: called with gradients off, but fn runs autograd (a backward)",
                 invariant=5, stage="call", where="torch.is_grad_enabled()",
-                expected="gradients enabled (fn's .backward() needs them)",
+                expected="gradients enabled (fn's .backward() / autograd.grad needs them)",
                 actual="gradients disabled (torch.no_grad() or torch.inference_mode())",
-                hint="eager's .backward() raises here; call the training step outside no_grad / "
-                     "inference_mode (or inside torch.enable_grad())",
+                hint="eager's .backward() / autograd.grad raises here; call it outside "
+                     "no_grad / inference_mode (or inside torch.enable_grad())",
                 extra={"inputs": _pc_input_table(p, flat)})
 
 
