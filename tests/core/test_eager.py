@@ -224,6 +224,23 @@ def test_a_result_passed_instead_of_fn_is_a_precompile_error_with_the_fix():
     assert "precompile(fn, *example_inputs)" in e.hint
 
 
+def test_too_few_or_too_many_example_inputs_name_fns_parameters():
+    m, x = mlp(), torch.randn(2, 8)
+
+    def predict(model, x, scale=1.0):
+        return model(x) * scale
+
+    for args, said in (((x,), "missing a required argument: 'x'"),
+                       ((m, x, 2.0, 3.0), "too many positional arguments")):
+        with pytest.raises(PrecompileError) as ei:
+            precompile(predict, *args, backend="eager")
+        e = ei.value
+        assert e.stage == "capture" and e.where == "precompile(predict, ...)"
+        assert "predict(model, x, scale)" in e.expected and said in e.actual
+        assert "precompile(predict, model, x, scale)" in e.hint
+    torch.testing.assert_close(pc(predict, m, x)(m, x), m(x))  # a default may stay unpassed
+
+
 # -- invariant 5: backward -------------------------------------------------------------------
 
 def test_sgd_loop_through_the_artifact_matches_eager():

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import inspect
 import reprlib
 import time
 from collections.abc import Callable, Sequence
@@ -71,6 +72,7 @@ def capture(fn: Callable, example_inputs: Sequence[Any], *,
     t0 = time.perf_counter()
     P = problems or Problems()
     _refuse_not_callable(fn)
+    _refuse_wrong_count(fn, len(example_inputs))
     _refuse_ambient(P)
     names = _arg_names(fn, len(example_inputs))
     lifted = _lift(example_inputs, names, P)
@@ -123,6 +125,28 @@ def _refuse_not_callable(fn: Any) -> None:
             actual=f"{type(fn).__name__}: {reprlib.repr(fn)}",
             hint="pass the computation itself first, then its example inputs: "
                  "precompile(fn, *example_inputs), not precompile(fn(x), ...)")
+
+
+def _refuse_wrong_count(fn: Callable, n: int) -> None:
+    """As many example inputs as fn's positional parameters take (one each, in order): a
+    missing or extra one is named before tracing, not a TypeError from inside the trace."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):  # a builtin without a signature: the trace will tell
+        return
+    try:
+        sig.bind(*([None] * n))
+    except TypeError as e:
+        params = [p.name for p in sig.parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        name = fn_name(fn)
+        raise PrecompileError(
+            f"{name} takes {len(params)} positional argument(s), precompile got {n} example "
+            "input(s)", stage="capture", where=f"precompile({name}, ...)",
+            expected=f"one example input per parameter, in order: {name}({', '.join(params)})",
+            actual=f"{n} example input(s): {e}",
+            hint=f"pass precompile({name}, {', '.join(params) or '...'}): the model(s) as "
+                 "arguments too (fn takes its models as parameters), then the tensors") from None
 
 
 def _refuse_ambient(P: Problems) -> None:
