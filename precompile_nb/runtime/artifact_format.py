@@ -34,6 +34,7 @@ FINGERPRINTS = {
     # 8: the inputs the compiled graph writes in place (Note [writes inside the graph])
     8: "1e771f0eea1b7e47f54b44575113212ee871aa0e69c53801b62920575faf47f9",
     # 9: whether fn ran autograd (a call with gradients off is refused); torch.Size nodes in
-    # tree literals (a Size in fn's result comes back a Size)
-    9: "b27978ec6665649c7ad7c18b5557418d8669f366107ba1257c56efbcb3fde163",
+    # tree literals (a Size in fn's result comes back a Size); size results (PcSizeOut: a
+    # number computed from dynamic sizes, computed at each call)
+    9: "7ab515e3e8f8fd4e33faf49de70d911e6b47a65d71245c724c367cd279e51f1a",
 }

@@ -40,6 +40,7 @@ from .driver import PcOptimGroup as OptimGroup
 from .driver import PcOptimParam as OptimParam
 from .driver import PcProcessGroup as ProcessGroup
 from .driver import PcPytreeArg as PytreeArg
+from .driver import PcSizeOut as SizeOut
 from .driver import PcTensorArg as TensorArg
 from .driver import PcTensorInput as TensorInput
 from .driver import PcWriteBack as WriteBack
@@ -53,18 +54,18 @@ placement_text = _driver._pc_placement_text
 mesh_text = _driver._pc_mesh_text
 
 Argument = Union[ModuleArg, TensorArg, ConstArg, PytreeArg, OptimArg]
-Output = Union[GraphOut, InputOut, AliasOut, ConstOut]
+Output = Union[GraphOut, InputOut, AliasOut, ConstOut, SizeOut]
 
 __all__ = ["AliasOut", "Argument", "ARTIFACT_FORMAT", "ARTIFACT_VERSION", "ConstArg",
            "ConstOut", "Constant", "Convention", "DataGuard", "DTensorLayout", "GraphOut", "Guard", "InputOut", "Leaf",
-           "META_NAME", "Mesh", "ModuleArg", "OptimArg", "OptimGroup", "OptimParam", "Output", "ProcessGroup", "PytreeArg", "TensorArg", "TensorInput", "WriteBack",
+           "META_NAME", "Mesh", "ModuleArg", "OptimArg", "OptimGroup", "OptimParam", "Output", "ProcessGroup", "PytreeArg", "SizeOut", "TensorArg", "TensorInput", "WriteBack",
            "decode", "dense_order", "find_class", "mesh_text", "placement_text",
            "schema_fingerprint", "SECTIONS"]
 
 
 _RECORDS = (Convention, TensorInput, Constant, ModuleArg, TensorArg, ConstArg, PytreeArg, Leaf,
             GraphOut, InputOut, AliasOut, ConstOut, WriteBack, Guard, Mesh, DTensorLayout,
-            OptimArg, OptimGroup, OptimParam, DataGuard, ProcessGroup)
+            OptimArg, OptimGroup, OptimParam, DataGuard, ProcessGroup, SizeOut)
 
 
 def decode(meta: Any) -> Convention:

@@ -419,6 +419,18 @@ class PcConstOut(_PcRecord):
 
 
 @_pc_record
+class PcSizeOut(_PcRecord):
+    """A result leaf that is a number computed from dynamic sizes (fn returned x.shape under
+    mark_dynamic): computed at each call from the inputs' sizes, as eager's would be."""
+
+    expr: str  # a Python expression over the symbol names: "2*s0"
+    symbols: dict  # symbol name -> (graph input, dim)
+    text: str  # for people: "2*x.size(0)"
+    _pc_kind = "size"
+    _pc_schema = {"expr": "str", "symbols": "dims", "text": "str"}
+
+
+@_pc_record
 class PcWriteBack(_PcRecord):
     """Graph output `output` written into graph input `input`: an in-place mutation
     (copied back, invariant 4) or a gradient (accumulated into .grad, invariant 5)."""
@@ -465,7 +477,8 @@ class PcConvention(_PcRecord):
     inputs: tuple  # PcTensorInput per graph input (the constants follow them)
     constants: tuple  # PcConstant
     out_spec: dict  # the structure of fn's result (Note [tree literal])
-    outputs: tuple  # per result leaf: PcGraphOut / PcInputOut / PcAliasOut / PcConstOut
+    outputs: tuple  # per result leaf: PcGraphOut / PcInputOut / PcAliasOut / PcConstOut /
+    # PcSizeOut
     mutations: tuple  # PcWriteBack, copied back after the call
     grads: tuple  # PcWriteBack, accumulated into .grad
     check_strides: bool  # invariant 6: inductor bakes strides
@@ -498,7 +511,8 @@ class PcConvention(_PcRecord):
 _PC_UNIONS = {
     "ARGS": {c._pc_kind: c for c in (PcModuleArg, PcTensorArg, PcConstArg, PcPytreeArg,
                                      PcOptimArg)},
-    "OUTPUTS": {c._pc_kind: c for c in (PcGraphOut, PcInputOut, PcAliasOut, PcConstOut)},
+    "OUTPUTS": {c._pc_kind: c for c in (PcGraphOut, PcInputOut, PcAliasOut, PcConstOut,
+                                        PcSizeOut)},
 }
 # the header fields of _PC_META around the convention (read by the package's load)
 _PC_HEADER = ("format", "version", "backend", "torch")
@@ -641,11 +655,14 @@ def _pc_check_references(conv):
     for at, lay in layouts:
         if lay is not None and lay.mesh >= len(conv.meshes):
             raise _PcBadLiteral(f"{at}['dtensor']['mesh']", f"< {len(conv.meshes)}", lay.mesh)
-    for j, g in enumerate(conv.guards):
-        for name, (i, d) in g.symbols.items():
+    symbols = [(f"_PC_META['guards'][{j}]", g.symbols) for j, g in enumerate(conv.guards)]
+    symbols += [(f"_PC_META['outputs'][{j}]", o.symbols) for j, o in enumerate(conv.outputs)
+                if isinstance(o, PcSizeOut)]
+    for at, names in symbols:
+        for name, (i, d) in names.items():
             if i >= n_in or d >= len(conv.inputs[i].shape):
-                raise _PcBadLiteral(f"_PC_META['guards'][{j}]['symbols'][{name!r}]",
-                                    "a dim of a graph input", [i, d])
+                raise _PcBadLiteral(f"{at}['symbols'][{name!r}]", "a dim of a graph input",
+                                    [i, d])
 
 
 def _pc_check_same_as(same_as, n_before, at):
@@ -963,6 +980,7 @@ def _pc_batch_guard(flat, checks):
 
 _PC_TENSOR, _PC_MODULE, _PC_PYTREE, _PC_CONST, _PC_SAME, _PC_OPTIM = 0, 1, 2, 3, 4, 5  # args
 _PC_OUT_GRAPH, _PC_OUT_INPUT, _PC_OUT_ALIAS, _PC_OUT_CONST, _PC_OUT_DTENSOR = 0, 1, 2, 3, 4
+_PC_OUT_SIZE = 5
 
 
 @_pc_record
@@ -1148,9 +1166,26 @@ def _pc_output_plan(conv, Err):
             outs.append((_PC_OUT_INPUT, o.index, None))
         elif isinstance(o, PcAliasOut):
             outs.append((_PC_OUT_ALIAS, o.index, (o.size, o.stride, o.offset)))
+        elif isinstance(o, PcSizeOut):
+            outs.append((_PC_OUT_SIZE, _pc_size_fn(o, j, Err), None))
         else:
             outs.append((_PC_OUT_CONST, _pc_value(o.value), None))
     return tuple(outs)
+
+
+def _pc_size_fn(o, j, Err):
+    """A size result's expression as a function of the graph inputs (checked as a guard's)."""
+    at = f"_PC_META['outputs'][{j}]['expr']"
+    try:
+        code = compile(o.expr, "<size>", "eval", dont_inherit=True)
+    except (SyntaxError, ValueError) as e:
+        raise _pc_load_failure(Err, at, "a Python expression", repr(o.expr)[:80]) from e
+    unknown = [n for n in code.co_names if n not in o.symbols and n not in _PC_GUARD_FNS]
+    if unknown:
+        raise _pc_load_failure(Err, at, "an expression over its symbols only", unknown)
+    binds = tuple((n, i, d) for n, (i, d) in o.symbols.items())
+    return lambda flat: int(eval(code, _PC_GUARD_FNS,  # noqa: S307 - the artifact's own
+                                 {n: flat[i].shape[d] for n, i, d in binds}))
 
 
 def _pc_call_plan(conv, Err):
@@ -1189,7 +1224,8 @@ def _pc_call_plan(conv, Err):
                     and outs[0][0] == _PC_OUT_GRAPH else -1),
         device_types=tuple(sorted({c.device.type for c in checks} or {"cpu"})),
         reuse_flat=not (constants or mutations or grads or unread or dtensors
-                        or any(o[0] in (_PC_OUT_INPUT, _PC_OUT_ALIAS) for o in outs)),
+                        or any(o[0] in (_PC_OUT_INPUT, _PC_OUT_ALIAS, _PC_OUT_SIZE)
+                               for o in outs)),
         read=tuple(i for i in range(len(checks)) if i not in unread) if unread else None,
         distinct=_pc_distinct(conv), same_size=_pc_same_size(conv),
         guards=_pc_guard_plan(conv, Err), guards_ok=_pc_guards_fn(conv),
@@ -2054,6 +2090,8 @@ def _pc_rebuild(p, flat, outs, dts=None):
             res.append(_pc_wrap(v, outs[v.index], dts[1]))
         elif code == _PC_OUT_ALIAS:
             res.append(flat[v].as_strided(*view))
+        elif code == _PC_OUT_SIZE:
+            res.append(v(flat))
         else:
             res.append(v)
     if p.sizes is None:

@@ -103,11 +103,14 @@ def _leaf(leaf: dict[str, Any]) -> str:
         text = f"graph output #{esc(leaf.get('index'))}"
     elif kind == "const":
         text = f"constant <code>{esc(leaf.get('value'))}</code>"
+    elif kind == "size":
+        text = f"size <code>{esc(leaf.get('text'))}</code>, computed at each call"
     else:
         text = esc(kind)
     # only the fields that say something: a plain tensor output has dtensor None or ""
     rest = ", ".join(f"{esc(k)}={esc(v)}" for k, v in leaf.items()
-                     if k not in ("kind", "index", "value") and v not in (None, "", [], {}))
+                     if k not in ("kind", "index", "value", "expr", "symbols", "text")
+                     and v not in (None, "", [], {}))
     return text + (f" ({rest})" if rest else "")
 
 

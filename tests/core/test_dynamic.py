@@ -171,15 +171,32 @@ def test_a_dim_the_graph_needs_as_a_number_is_specialised_and_says_so():
     assert ei.value.where == "x.size(0) == 8"
 
 
-def test_a_dynamic_size_in_the_result_is_refused_with_what_to_return_instead():
-    x = torch.randn(8, 3)
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_sizes_in_the_result_follow_each_calls_sizes_as_in_eager(backend):
+    def fn(x, y):
+        return x.shape, x.size(0) // 3, {"n": y.shape[1] + x.shape[0]}, x.sum(0)
+
+    x, y = torch.randn(8, 3), torch.randn(2, 5)
     mark_dynamic(x, 0)
+    mark_dynamic(y, 1)
+    f = precompile.load(*precompile(fn, x, y, backend=backend))
+    for n, k in ((8, 5), (10, 9), (2, 2)):
+        a, b = torch.randn(n, 3), torch.randn(2, k)
+        got, want = f(a, b), fn(a, b)
+        assert type(got[0]) is torch.Size and got[:3] == want[:3]
+        torch.testing.assert_close(got[3], want[3])
+    art = build(fn, x, y, backend="eager")
+    html_ = render_report_html(report_data(art))
+    assert "size <code>x.size(0) + y.size(1)</code>" in html.unescape(html_)  # the report
+
+
+def test_a_count_from_data_in_the_result_is_refused_with_what_to_return_instead():
     with pytest.raises(PrecompileError) as ei:
-        precompile(lambda x: (x.sum(1), x.shape), x, backend="eager")
+        precompile(lambda t: (t.nonzero().shape[0], t.sum()), torch.tensor([1.0, 0.0, 2.0]),
+                   backend="eager", data_guards=True)
     e = ei.value
-    assert e.invariant == 3 and e.where == "fn's result[1][0]"
-    assert "computed from a dynamic size" in e.hint and ".shape after the call" in e.hint
-    assert "Hugging Face" not in e.hint
+    assert e.invariant == 3 and e.where == "fn's result[0]"
+    assert "a count from tensor data" in e.hint and ".shape after the call" in e.hint
 
 
 def test_a_divisibility_guard_refuses_sizes_the_graph_cannot_split():

@@ -20,6 +20,7 @@ of its modules holds it:
   lowering_key.py  what decides a lowering, as a key; where whole lowerings are kept
   stack_frames.py  make_fx's node stack traces, each frame's line read only when kept
   backward_nodes.py  whether a traced graph holds ops autograd ran inside fn
+  result_sizes.py  a number in fn's result computed from dynamic sizes, as an expression
   repro_string.py  Inductor's runnable-repro string, written only where a trace reads it
   scoped_patch.py  a torch function replaced while some thread needs it
   compile_pool.py  Inductor's Triton compile workers and Triton's set-up, started with the capture
@@ -78,6 +79,7 @@ _LAZY_NAMES: dict[str, tuple[str, ...]] = {
                  "same_kernel_keys", "strip_inductor_main", "triton_launch_records"),
     "answers": ("tracing_as_a_compiler",),
     "backward_nodes": ("graph_runs_backward",),
+    "result_sizes": ("size_expression",),
     "autotune": ("SizeChoice", "autotune_now", "tuning_at_sizes"),
     "compile_pool": ("end_build_workers", "forked_worker_count", "import_lowering",
                      "start_compile_workers", "start_triton_setup", "workers_for_graph"),

@@ -28,6 +28,7 @@ from ...runtime.convention import (
     Mesh,
     ModuleArg,
     PytreeArg,
+    SizeOut,
     TensorArg,
     TensorInput,
     WriteBack,
@@ -37,7 +38,7 @@ from ...runtime.convention import (
 from .. import _compat
 from ..errors import PrecompileError, Problems
 from . import data_parallel
-from .marks import _check_marks
+from .marks import _check_marks, sizes_text
 from .optim import _lift_optimizer, is_optimizer, traced_optimizer
 
 _LITERAL_TYPES = (bool, int, float, str, type(None))
@@ -332,9 +333,10 @@ def _literal(v: Any, where: str, P: Problems | None = None) -> Any:
     if isinstance(v, torch.device):
         return ["__torch.device__", str(v)]
     if isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool)):
-        hint = (f"{where} is a number computed from a dynamic size ({v}), so it cannot be "
-                "baked: return the tensor it comes from and read its .shape after the call, "
-                "or compute the number outside fn")
+        hint = (f"{where} is a symbolic number ({v}) that is no integer expression of the "
+                "inputs' dims (a count from tensor data, or a float or bool of sizes), so the "
+                "artifact cannot carry it: return the tensor it comes from and read its .shape "
+                "after the call, or compute the number outside fn")
     elif where.startswith("fn's result"):
         hint = _RESULT_HINT.format(cls=type(v).__name__)
     else:
@@ -357,6 +359,23 @@ _RESULT_HINT = ("return only the tensors you need (e.g. `return model(x).logits`
                 "with serialized_type_name) so the artifact rebuilds it; transformers registers "
                 "all its cache classes with transformers.exporters.exporter_dynamo."
                 "register_cache_pytrees_for_model(model)")
+
+
+# Note [sizes in the result]
+#   fn may return a number computed from a dynamic size (x.shape, x.size(0) * 2 under
+#   mark_dynamic). It is no constant: eager's would follow each call's sizes. So the artifact
+#   keeps it as an expression over the inputs' dims (PcSizeOut, "2*s0" with s0 = x.size(0))
+#   and computes it at each call; one that is a number after all (the dim was pinned) is baked;
+#   one that names a size no input holds (a count from data) stays refused, with the fix.
+def _size_out(leaf: torch.SymInt, ts: Sequence[torch.Tensor], L: _Lifted, where: str,
+              P: Problems) -> ConstOut | SizeOut:
+    found = _compat.size_expression(leaf, ts)
+    if isinstance(found, int):
+        return ConstOut(value=found)
+    if found is None:
+        return ConstOut(value=_literal(leaf, where, P))
+    expr, symbols = found
+    return SizeOut(expr=expr, symbols=symbols, text=sizes_text(expr, symbols, L.specs))
 
 
 def _trace_inputs(L: _Lifted) -> list[torch.Tensor]:
@@ -440,6 +459,8 @@ def _make_flat_fn(fn: Callable, example_inputs: Sequence[Any], L: _Lifted,
                         offset=leaf.storage_offset())))
                 out_leaves.append(GraphOut(index=len(tensor_outs), dtensor=layout))
                 tensor_outs.append(leaf)
+            elif isinstance(leaf, torch.SymInt):
+                out_leaves.append(_size_out(leaf, ts, L, where, P))
             else:
                 out_leaves.append(ConstOut(value=_literal(leaf, where, P)))
         grads = []

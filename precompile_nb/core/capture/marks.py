@@ -55,12 +55,18 @@ def _guard(cond: Any, holds: bool, symbols: dict[str, tuple[int, int]], L: _Lift
     names = {s.name for s in cond.free_symbols}
     if not names or not names <= set(symbols):
         return None
-    expr = text = _compat.condition_source(cond, holds)
-    for n in sorted(names, key=len, reverse=True):
+    expr = _compat.condition_source(cond, holds)
+    used = {n: symbols[n] for n in sorted(names)}
+    return Guard(expr=expr, symbols=used, text=sizes_text(expr, used, L.specs), source=source)
+
+
+def sizes_text(expr: str, symbols: dict[str, tuple[int, int]], specs: Any) -> str:
+    """An expression over size symbols as people read it: "u0 <= 8" -> "x.size(0) <= 8"."""
+    text = expr
+    for n in sorted(symbols, key=len, reverse=True):
         i, d = symbols[n]
-        text = re.sub(rf"\b{n}\b", f"{L.specs[i].where}.size({d})", text)
-    return Guard(expr=expr, symbols={n: symbols[n] for n in sorted(names)}, text=text,
-                 source=source)
+        text = re.sub(rf"\b{n}\b", f"{specs[i].where}.size({d})", text)
+    return text
 
 
 def _data_dependent_error(e: BaseException, fn: Callable, symbols: dict[str, tuple[int, int]],
