@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import inspect
 import os
 import time
 import warnings
@@ -35,7 +34,8 @@ from typing import TYPE_CHECKING, Any
 from ..collector import collector_paused, young_made_old
 from . import _compat
 from .cache import pack
-from .errors import PrecompileError, fn_name, option_error, raised_by_user, user_frame
+from .errors import (PrecompileError, fn_name, option_error, positional_names, raised_by_user,
+                     user_frame)
 from .load import load, python_entries
 
 if TYPE_CHECKING:
@@ -80,11 +80,7 @@ def keyword_inputs_error(fn: Callable, n_positional: int, keywords: dict) -> Pre
     """precompile(fn, model, x=x): example inputs are positional only (fn's order is the
     artifact's calling convention); names the keyword, fn's order, and a misspelt option."""
     key = next(iter(keywords))
-    try:
-        params = [p.name for p in inspect.signature(fn).parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    except (TypeError, ValueError):
-        params = []
+    params = positional_names(fn) or []
     name = fn_name(fn)
     order = (f"in {name}'s order: precompile({name}, {', '.join(params)})"
              if params else f"in {name}'s order")

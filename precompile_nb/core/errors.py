@@ -7,6 +7,7 @@ homes] in emit.py.
 """
 from __future__ import annotations
 
+import inspect
 import re
 import reprlib
 import traceback
@@ -16,7 +17,7 @@ from ..runtime.violation import _PC_INVARIANTS as INVARIANTS
 from ..runtime.violation import PrecompileError
 
 __all__ = ["PrecompileError", "INVARIANTS", "Problems", "fn_name", "option_error",
-           "raised_by_user", "user_frame"]
+           "positional_names", "raised_by_user", "user_frame"]
 
 PrecompileError.__module__ = "precompile_nb"
 
@@ -101,6 +102,16 @@ def fn_name(fn: object) -> str:
     """How an error names the user's fn ("fn" for a lambda)."""
     name = getattr(fn, "__name__", None) or type(fn).__name__
     return "fn" if name == "<lambda>" else name
+
+
+def positional_names(fn: object) -> list[str] | None:
+    """The names of fn's positional parameters, in order (how errors spell fn's calling
+    order); None where fn has no signature to read (a builtin)."""
+    try:
+        params = inspect.signature(fn).parameters.values()  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
 
 
 def raised_by_user(e: BaseException) -> bool:

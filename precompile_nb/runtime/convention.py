@@ -52,6 +52,8 @@ find_class = _driver._pc_find_class
 # how an artifact writes a DTensor placement and shows a device mesh (one text everywhere)
 placement_text = _driver._pc_placement_text
 mesh_text = _driver._pc_mesh_text
+# the functions an artifact evaluates a size expression (a guard's, a size result's) with
+size_functions = frozenset(_driver._PC_GUARD_FNS) - {"__builtins__"}
 
 Argument = Union[ModuleArg, TensorArg, ConstArg, PytreeArg, OptimArg]
 Output = Union[GraphOut, InputOut, AliasOut, ConstOut, SizeOut]
@@ -60,7 +62,7 @@ __all__ = ["AliasOut", "Argument", "ARTIFACT_FORMAT", "ARTIFACT_VERSION", "Const
            "ConstOut", "Constant", "Convention", "DataGuard", "DTensorLayout", "GraphOut", "Guard", "InputOut", "Leaf",
            "META_NAME", "Mesh", "ModuleArg", "OptimArg", "OptimGroup", "OptimParam", "Output", "ProcessGroup", "PytreeArg", "SizeOut", "TensorArg", "TensorInput", "WriteBack",
            "decode", "dense_order", "find_class", "mesh_text", "placement_text",
-           "schema_fingerprint", "SECTIONS"]
+           "schema_fingerprint", "SECTIONS", "size_functions"]
 
 
 _RECORDS = (Convention, TensorInput, Constant, ModuleArg, TensorArg, ConstArg, PytreeArg, Leaf,

@@ -1175,14 +1175,8 @@ def _pc_output_plan(conv, Err):
 
 def _pc_size_fn(o, j, Err):
     """A size result's expression as a function of the graph inputs (checked as a guard's)."""
-    at = f"_PC_META['outputs'][{j}]['expr']"
-    try:
-        code = compile(o.expr, "<size>", "eval", dont_inherit=True)
-    except (SyntaxError, ValueError) as e:
-        raise _pc_load_failure(Err, at, "a Python expression", repr(o.expr)[:80]) from e
-    unknown = [n for n in code.co_names if n not in o.symbols and n not in _PC_GUARD_FNS]
-    if unknown:
-        raise _pc_load_failure(Err, at, "an expression over its symbols only", unknown)
+    code = _pc_sizes_code(o.expr, o.symbols, f"_PC_META['outputs'][{j}]['expr']", "<size>",
+                          Err)
     binds = tuple((n, i, d) for n, (i, d) in o.symbols.items())
     return lambda flat: int(eval(code, _PC_GUARD_FNS,  # noqa: S307 - the artifact's own
                                  {n: flat[i].shape[d] for n, i, d in binds}))
@@ -1212,6 +1206,7 @@ def _pc_call_plan(conv, Err):
     dtensors = tuple(_pc_dt(i, s.dtensor, s.where, Err, f"_PC_META['inputs'][{i}]")
                      for i, s in enumerate(conv.inputs) if s.dtensor is not None)
     unread = set(conv.unread)
+    grad_flags = _pc_grad_flags(conv)
     return _PcPlan(
         fn_name=conv.fn_name, Err=Err, nargs=len(codes), codes=codes, payloads=payloads,
         paths=tuple(a.path for a in conv.args), checks=checks,
@@ -1238,9 +1233,7 @@ def _pc_call_plan(conv, Err):
         clear_grads=tuple(q.input for a in conv.args if isinstance(a, PcOptimArg)
                           and a.grads_cleared for g in a.groups for q in g.params),
         data_guards=conv.data_guards, process_groups=conv.process_groups,
-        grad_flags=_pc_grad_flags(conv, grads),
-        needs_grad=conv.backward or bool(grads)
-        or any(isinstance(a, PcOptimArg) for a in conv.args))
+        grad_flags=grad_flags, needs_grad=conv.backward or bool(grad_flags))
 
 
 # Note [requires_grad at the boundary]
@@ -1252,8 +1245,8 @@ def _pc_call_plan(conv, Err):
 #   capture's, where its shape and dtype are checked; the batch guard compares it too. An
 #   artifact that runs no backward ignores it, as its result carries no autograd history. A
 #   DTensor's flag is its own, not its local shard's: left to the DTensor checks.
-def _pc_grad_flags(conv, grads):
-    if not (grads or any(isinstance(a, PcOptimArg) for a in conv.args)):
+def _pc_grad_flags(conv):
+    if not (conv.grads or any(isinstance(a, PcOptimArg) for a in conv.args)):
         return ()
     return tuple(None if s.dtensor is not None else bool(s.requires_grad)
                  for s in conv.inputs)
@@ -1279,20 +1272,24 @@ def _pc_guards_fn(conv):
                         dont_inherit=True), dict(_PC_GUARD_FNS))
 
 
+def _pc_sizes_code(expr, symbols, at, label, Err):
+    """An expression over size symbols (a guard's, a size result's), compiled; one that is
+    no Python or names anything but its symbols and _PC_GUARD_FNS is refused at load."""
+    try:
+        code = compile(expr, label, "eval", dont_inherit=True)
+    except (SyntaxError, ValueError) as e:
+        raise _pc_load_failure(Err, at, "a Python expression", repr(expr)[:80]) from e
+    unknown = [n for n in code.co_names if n not in symbols and n not in _PC_GUARD_FNS]
+    if unknown:
+        raise _pc_load_failure(Err, at, "an expression over its symbols only", unknown)
+    return code
+
+
 def _pc_guard_plan(conv, Err):
-    out = []
-    for j, g in enumerate(conv.guards):
-        try:
-            code = compile(g.expr, f"<guard {g.text}>", "eval", dont_inherit=True)
-        except (SyntaxError, ValueError) as e:
-            raise _pc_load_failure(Err, f"_PC_META['guards'][{j}]['expr']",
-                                   "a Python expression", repr(g.expr)[:80]) from e
-        unknown = [n for n in code.co_names if n not in g.symbols and n not in _PC_GUARD_FNS]
-        if unknown:
-            raise _pc_load_failure(Err, f"_PC_META['guards'][{j}]['expr']",
-                                   "an expression over its symbols only", unknown)
-        out.append((code, tuple((n, i, d) for n, (i, d) in g.symbols.items()), g))
-    return tuple(out)
+    return tuple((_pc_sizes_code(g.expr, g.symbols, f"_PC_META['guards'][{j}]['expr']",
+                                 f"<guard {g.text}>", Err),
+                  tuple((n, i, d) for n, (i, d) in g.symbols.items()), g)
+                 for j, g in enumerate(conv.guards))
 
 
 def _pc_distinct(conv):

@@ -30,7 +30,7 @@ import torch
 
 from ...runtime.convention import Convention, DataGuard, Guard, ProcessGroup
 from .. import _compat
-from ..errors import PrecompileError, Problems, fn_name
+from ..errors import PrecompileError, Problems, fn_name, positional_names
 from ..schemas import Captured
 from .checks import _check_constants, _check_nodes
 from .guards import data_guards as _data_guards
@@ -130,15 +130,12 @@ def _refuse_not_callable(fn: Any) -> None:
 def _refuse_wrong_count(fn: Callable, n: int) -> None:
     """As many example inputs as fn's positional parameters take (one each, in order): a
     missing or extra one is named before tracing, not a TypeError from inside the trace."""
-    try:
-        sig = inspect.signature(fn)
-    except (TypeError, ValueError):  # a builtin without a signature: the trace will tell
+    params = positional_names(fn)
+    if params is None:  # a builtin without a signature: the trace will tell
         return
     try:
-        sig.bind(*([None] * n))
+        inspect.signature(fn).bind(*([None] * n))
     except TypeError as e:
-        params = [p.name for p in sig.parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
         name = fn_name(fn)
         raise PrecompileError(
             f"{name} takes {len(params)} positional argument(s), precompile got {n} example "

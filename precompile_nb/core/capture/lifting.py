@@ -34,6 +34,7 @@ from ...runtime.convention import (
     WriteBack,
     find_class,
     placement_text,
+    size_functions,
 )
 from .. import _compat
 from ..errors import PrecompileError, Problems
@@ -372,7 +373,10 @@ def _size_out(leaf: torch.SymInt, ts: Sequence[torch.Tensor], L: _Lifted, where:
     found = _compat.size_expression(leaf, ts)
     if isinstance(found, int):
         return ConstOut(value=found)
-    if found is None:
+    # an expression the artifact could not evaluate (a function it lacks) is refused here,
+    # never written into an artifact that fails at load
+    if found is None or not set(compile(found[0], "<size>", "eval").co_names) <= {
+            *found[1], *size_functions}:
         return ConstOut(value=_literal(leaf, where, P))
     expr, symbols = found
     return SizeOut(expr=expr, symbols=symbols, text=sizes_text(expr, symbols, L.specs))
