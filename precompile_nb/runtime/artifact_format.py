@@ -18,7 +18,7 @@ ARTIFACT_FORMAT = "precompile_nb.artifact"
 # a marker line, emit.marker)
 META_NAME = "_PC_META"
 SECTIONS = ("graph", "metadata", "driver")
-ARTIFACT_VERSION = 9
+ARTIFACT_VERSION = 10
 FINGERPRINTS = {
     2: "171e3cadd88976d991d90287a3f83fc7798119443ab51f09dd6200f436cdfda4",
     # 3: guards on dynamic sizes (mark_dynamic)
@@ -37,4 +37,7 @@ FINGERPRINTS = {
     # tree literals (a Size in fn's result comes back a Size); size results (PcSizeOut: a
     # number computed from dynamic sizes, computed at each call)
     9: "7ab515e3e8f8fd4e33faf49de70d911e6b47a65d71245c724c367cd279e51f1a",
+    # 10: structseq nodes in tree literals (fn returns x.max(1) or torch.sort(x)); the tree
+    # literals' node types are part of the fingerprint from here on
+    10: "399301b6a21a79f67e0b4ffee0fb355032a2abc2c0dbe6f9cf052a5ebbc10731",
 }

@@ -85,7 +85,8 @@ def schema_fingerprint() -> str:
             return f"record?:{kind[1]}"
         return repr(kind)
 
-    parts = [ARTIFACT_FORMAT, META_NAME, repr(SECTIONS), repr(_driver._PC_HEADER)]
+    parts = [ARTIFACT_FORMAT, META_NAME, repr(SECTIONS), repr(_driver._PC_HEADER),
+             repr(_driver._PC_TREE_TYPES)]
     for cls in _RECORDS:
         fields = list(cls._pc_fields)
         schema = {k: kind_text(v) for k, v in cls._pc_schema.items()}

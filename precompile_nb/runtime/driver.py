@@ -685,9 +685,12 @@ def _pc_check_same_as(same_as, n_before, at):
 #   building a stand-in structure and flattening it, which needs nothing but tree_flatten.
 #   torch.Size is a node of its own: torch's tree_unflatten gives a plain tuple for it, so a
 #   result with one (fn returned x.shape) is given its Size back after unflattening.
+#   A structseq (torch.return_types.max, what x.max(1) returns) is carried as a namedtuple is,
+#   by module, name and fields; its class is built from one sequence, not from one argument
+#   a field (torch serialises it only from 2.15 on, so it is no "pytree" subtree).
 
 _PC_TREE_TYPES = ("leaf", "None", "tuple", "list", "dict", "OrderedDict", "namedtuple",
-                  "pytree", "Size")
+                  "structseq", "pytree", "Size")
 
 
 def _pc_is_tree(v, depth=0):
@@ -754,16 +757,18 @@ def _pc_tree_stand_in(lit, Err):
         import collections
         return collections.OrderedDict(zip(lit["keys"], children))
     cls = _pc_find_class(lit["module"], lit["name"])
+    seq = t == "structseq"
+    fields = "__match_args__" if seq else "_fields"
     if not (isinstance(cls, type) and issubclass(cls, tuple)
-            and tuple(getattr(cls, "_fields", ())) == tuple(lit["fields"])):
-        raise Err(f"the namedtuple {lit['name']} this artifact was captured with is not "
+            and tuple(getattr(cls, fields, ())) == tuple(lit["fields"])):
+        raise Err(f"the {t} {lit['name']} this artifact was captured with is not "
                   "defined here", invariant=7, stage="load",
                   where=f"{lit['module']}.{lit['name']}",
-                  expected=f"a namedtuple with fields {lit['fields']}",
+                  expected=f"a {t} with fields {lit['fields']}",
                   actual="not found" if cls is None else repr(cls)[:80],
                   hint=f"import or define {lit['name']} (in module {lit['module']}) with the "
                        "same fields before loading the artifact")
-    return cls(*children)
+    return cls(children) if seq else cls(*children)
 
 
 def _pc_treespec(lit, Err):
@@ -2111,7 +2116,9 @@ def _pc_with_sizes(lit, v):
     if t in ("dict", "OrderedDict"):
         return type(v)((k, _pc_with_sizes(c, v[k])) for k, c in zip(lit["keys"], kids))
     items = [_pc_with_sizes(c, x) for c, x in zip(kids, v)]
-    return items if t == "list" else tuple(items) if t == "tuple" else type(v)(*items)
+    if t in ("list", "tuple", "structseq"):
+        return items if t == "list" else type(v)(items)
+    return type(v)(*items)
 
 
 def _pc_call_failed(p, e):

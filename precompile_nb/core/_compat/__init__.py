@@ -21,6 +21,7 @@ of its modules holds it:
   stack_frames.py  make_fx's node stack traces, each frame's line read only when kept
   backward_nodes.py  whether a traced graph holds ops autograd ran inside fn
   result_sizes.py  a number in fn's result computed from dynamic sizes, as an expression
+  tree_nodes.py  pytree nodes of fn's arguments and results: namedtuples, structseqs
   repro_string.py  Inductor's runnable-repro string, written only where a trace reads it
   scoped_patch.py  a torch function replaced while some thread needs it
   compile_pool.py  Inductor's Triton compile workers and Triton's set-up, started with the capture
@@ -80,6 +81,8 @@ _LAZY_NAMES: dict[str, tuple[str, ...]] = {
     "answers": ("tracing_as_a_compiler",),
     "backward_nodes": ("graph_runs_backward",),
     "result_sizes": ("size_expression",),
+    "tree_nodes": ("namedtuple_class", "structseq_class", "structseq_fields",
+                   "treespec_children"),
     "autotune": ("SizeChoice", "autotune_now", "tuning_at_sizes"),
     "compile_pool": ("end_build_workers", "forked_worker_count", "import_lowering",
                      "start_compile_workers", "start_triton_setup", "workers_for_graph"),
@@ -108,10 +111,10 @@ _LAZY_NAMES: dict[str, tuple[str, ...]] = {
         "guard_condition", "has_effects", "is_aten_op", "is_carried_placement",
         "is_collective", "is_dtensor", "is_nested", "is_tensor_subclass",
         "lowering_guard_condition", "make_fx_trace", "mark_dynamic", "mark_unbacked",
-        "may_stop_midway", "mesh_groups", "namedtuple_class", "no_autocast",
+        "may_stop_midway", "mesh_groups", "no_autocast",
         "optimizer_scalar_dtype", "optimizer_step_tracing", "preserved_rng_state",
         "reads_into_numpy", "rename_node", "reparametrize", "runtime_asserts",
-        "storage_key", "treespec_children",
+        "storage_key",
     ),
     "parallel": (
         "DdpSettings", "FsdpParam", "FsdpUnit", "all_reduce_sum", "broadcast", "cast_floating",

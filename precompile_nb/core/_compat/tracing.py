@@ -539,27 +539,6 @@ def mark_dynamic(t: torch.Tensor, dim: int, lo: int | None, hi: int | None) -> N
     torch._dynamo.mark_dynamic(t, dim, min=lo, max=hi)
 
 
-def treespec_children(spec: Any) -> list[Any]:
-    """A TreeSpec's child specs: `children()` where it exists (2.13, 2.14: `children_specs`
-    is deprecated there), else `children_specs` (2.11)."""
-    children = getattr(spec, "children", None)
-    if callable(children):
-        return list(children())
-    return list(spec.children_specs)
-
-
-def namedtuple_class(spec: Any) -> type | None:
-    """The namedtuple class of a TreeSpec node, or None: pytree keeps namedtuples under the
-    type `collections.namedtuple` with the class as context (2.11-2.14), or under the class
-    itself in older layouts."""
-    from torch.utils._pytree import is_namedtuple_class
-
-    for cand in (spec.context, spec.type):
-        if isinstance(cand, type) and is_namedtuple_class(cand):
-            return cand
-    return None
-
-
 @dataclass(frozen=True)
 class DimMarks:
     """What torch._dynamo's dimension marks on a tensor ask for (2.11-2.14 attribute names).

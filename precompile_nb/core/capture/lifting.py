@@ -275,6 +275,10 @@ def _tree_literal(spec: Any, where: str, P: Problems) -> dict[str, Any]:
     if spec.type in (dict, collections.OrderedDict) and all(
             isinstance(k, (bool, int, float, str)) for k in spec.context):
         return {"type": spec.type.__name__, "keys": list(spec.context), "children": kids}
+    seq = _compat.structseq_class(spec)
+    if seq is not None:  # torch.return_types: x.max(1), torch.sort(x), ...
+        return {"type": "structseq", "module": seq.__module__, "name": seq.__qualname__,
+                "fields": _compat.structseq_fields(seq), "children": kids}
     cls = _compat.namedtuple_class(spec)
     if cls is not None:
         name = cls.__qualname__
