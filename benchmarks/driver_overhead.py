@@ -1,8 +1,9 @@
 """Per-call overhead of the artifact's driver, before/after a change to `runtime/driver.py`.
 
 usage: python benchmarks/driver_overhead.py [--baseline-rev REV] [--backend inductor|eager]
+                                           [--workload tiny_mlp|transformer_infer|...]
 
-Precompiles the tiny MLP of the benchmarks once, then builds two artifacts that share that
+Precompiles a workload of the benchmarks (the tiny MLP unless --workload names another) once, then builds two artifacts that share that
 compiled graph and differ in their metadata and driver sections: those of this working tree,
 and those the package at git revision REV (default HEAD) writes for the same workload (REV
 is exported with `git archive` into a temporary folder and run there in a child process;
@@ -40,13 +41,13 @@ warnings.simplefilter("ignore")
 sys.path[:0] = [{root!r}, {bench!r}]
 from precompile_nb import precompile
 from workloads import build
-w = build("tiny_mlp", "cpu")
+w = build({workload!r}, "cpu")
 sys.stdout.write(precompile(w.fn, *w.args, backend={backend!r})[0])
 """
 
 
-def tail_of_rev(rev: str, backend: str) -> str:
-    """The metadata and driver sections that the package at `rev` writes for the tiny MLP."""
+def tail_of_rev(rev: str, backend: str, workload: str) -> str:
+    """The metadata and driver sections that the package at `rev` writes for `workload`."""
     with tempfile.TemporaryDirectory() as tmp:
         tar = subprocess.run(["git", "archive", rev], cwd=ROOT, capture_output=True,
                              check=True).stdout
@@ -57,7 +58,7 @@ def tail_of_rev(rev: str, backend: str) -> str:
             t.extractall(tmp, filter="data")
         code = subprocess.run(
             [sys.executable, "-c", _CHILD.format(root=tmp, bench=os.path.join(tmp, "benchmarks"),
-                                                 backend=backend)],
+                                                 backend=backend, workload=workload)],
             cwd=tmp, capture_output=True, text=True, check=True, timeout=600).stdout
     return code[code.index(marker("metadata")):]
 
@@ -73,15 +74,16 @@ def main() -> None:
     ap.add_argument("--backend", default="inductor", choices=("inductor", "eager"))
     ap.add_argument("--rounds", type=int, default=200)
     ap.add_argument("--calls", type=int, default=500, help="calls per round")
+    ap.add_argument("--workload", default="tiny_mlp", help="a CPU inference workload of "
+                    "benchmarks/workloads.py")
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     torch.set_num_threads(1)
-    w = build("tiny_mlp", "cpu")
-    model, x = w.args
-    baseline = tail_of_rev(args.baseline_rev, args.backend)
+    w = build(args.workload, "cpu")
+    baseline = tail_of_rev(args.baseline_rev, args.backend, args.workload)
     t = time.perf_counter()
     code, cache = precompile(w.fn, *w.args, backend=args.backend)
-    print(f"precompiled the tiny MLP ({args.backend}) in {time.perf_counter() - t:.1f} s")
+    print(f"precompiled {args.workload} ({args.backend}) in {time.perf_counter() - t:.1f} s")
     precompile.load(code, cache)  # installs the kernels; the execs below compile nothing
     fns, call = {}, None
     drivers = ((f"driver @ {args.baseline_rev}", with_tail(code, baseline)),
@@ -92,11 +94,13 @@ def main() -> None:
             exec(compile(src, label, "exec", dont_inherit=True), ns)  # noqa: S102
         fns[label] = ns["forward"]
         call = ns["call"]
-    flat = [p for _, p in model.named_parameters()] + [b for _, b in model.named_buffers()] + [x]
+    flat = [t for a in w.args for t in (
+        [p for _, p in a.named_parameters()] + [b for _, b in a.named_buffers()]
+        if isinstance(a, torch.nn.Module) else [a])]
     with torch.no_grad():
-        ref = [f(model, x) for f in fns.values()]
+        ref = [f(*w.args) for f in fns.values()]
         assert all(torch.equal(ref[0], r) for r in ref), "the drivers disagree"
-        timed = {k: (lambda f=f: f(model, x)) for k, f in fns.items()}
+        timed = {k: (lambda f=f: f(*w.args)) for k, f in fns.items()}
         timed["graph alone"] = lambda: call(flat[:])
         res = {k: [] for k in timed}
         for _ in range(args.rounds):

@@ -18,7 +18,7 @@ ARTIFACT_FORMAT = "precompile_nb.artifact"
 # a marker line, emit.marker)
 META_NAME = "_PC_META"
 SECTIONS = ("graph", "metadata", "driver")
-ARTIFACT_VERSION = 10
+ARTIFACT_VERSION = 11
 FINGERPRINTS = {
     2: "171e3cadd88976d991d90287a3f83fc7798119443ab51f09dd6200f436cdfda4",
     # 3: guards on dynamic sizes (mark_dynamic)
@@ -40,4 +40,6 @@ FINGERPRINTS = {
     # 10: structseq nodes in tree literals (fn returns x.max(1) or torch.sort(x)); the tree
     # literals' node types are part of the fingerprint from here on
     10: "399301b6a21a79f67e0b4ffee0fb355032a2abc2c0dbe6f9cf052a5ebbc10731",
+    # 11: the models' attributes fn read (PcModuleAttr), checked on every call
+    11: "c25060766d6f70b26beceba8411a3154c04c9cb98151f5b5a494b379df8c3b8c",
 }

@@ -35,6 +35,7 @@ from .driver import PcInputOut as InputOut
 from .driver import PcLeaf as Leaf
 from .driver import PcMesh as Mesh
 from .driver import PcModuleArg as ModuleArg
+from .driver import PcModuleAttr as ModuleAttr
 from .driver import PcOptimArg as OptimArg
 from .driver import PcOptimGroup as OptimGroup
 from .driver import PcOptimParam as OptimParam
@@ -60,12 +61,12 @@ Output = Union[GraphOut, InputOut, AliasOut, ConstOut, SizeOut]
 
 __all__ = ["AliasOut", "Argument", "ARTIFACT_FORMAT", "ARTIFACT_VERSION", "ConstArg",
            "ConstOut", "Constant", "Convention", "DataGuard", "DTensorLayout", "GraphOut", "Guard", "InputOut", "Leaf",
-           "META_NAME", "Mesh", "ModuleArg", "OptimArg", "OptimGroup", "OptimParam", "Output", "ProcessGroup", "PytreeArg", "SizeOut", "TensorArg", "TensorInput", "WriteBack",
+           "META_NAME", "Mesh", "ModuleArg", "ModuleAttr", "OptimArg", "OptimGroup", "OptimParam", "Output", "ProcessGroup", "PytreeArg", "SizeOut", "TensorArg", "TensorInput", "WriteBack",
            "decode", "dense_order", "find_class", "mesh_text", "placement_text",
            "schema_fingerprint", "SECTIONS", "size_functions"]
 
 
-_RECORDS = (Convention, TensorInput, Constant, ModuleArg, TensorArg, ConstArg, PytreeArg, Leaf,
+_RECORDS = (Convention, TensorInput, Constant, ModuleArg, ModuleAttr, TensorArg, ConstArg, PytreeArg, Leaf,
             GraphOut, InputOut, AliasOut, ConstOut, WriteBack, Guard, Mesh, DTensorLayout,
             OptimArg, OptimGroup, OptimParam, DataGuard, ProcessGroup, SizeOut)
 

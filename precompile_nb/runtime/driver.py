@@ -180,7 +180,14 @@ _PC_KINDS = {
     "strs?": (lambda v: v is None or (type(v) is list and all(type(x) is str for x in v)),
               "a list of str, or None", lambda v: None if v is None else tuple(v)),
     "tree": (lambda v: _pc_is_tree(v), "a container structure (Note [tree literal])", None),
+    "attr": (lambda v: _pc_is_scalar(v) or (type(v) is list and all(map(_pc_is_scalar, v))),
+             "a bool, int, float, str or None, or a list of them (a tuple)",
+             lambda v: tuple(v) if type(v) is list else v),
 }
+
+
+def _pc_is_scalar(v):
+    return v is None or type(v) in (bool, int, float, str)
 
 
 def _pc_literal(v):
@@ -282,6 +289,18 @@ class PcConstant(_PcRecord):
 
 
 @_pc_record
+class PcModuleAttr(_PcRecord):
+    """A plain Python attribute of a model or one of its modules that fn read (`self.scale`,
+    a Dropout's `p`, a submodule's `training`): its value was baked into the graph, so it is
+    checked on every call, as a baked argument is (Note [module attributes read])."""
+
+    module: str  # the module's name in the model's named_modules() ("" the model itself)
+    name: str
+    value: object  # a bool, int, float, str or None, or a tuple of them
+    _pc_schema = {"module": "str", "name": "str", "value": "attr"}
+
+
+@_pc_record
 class PcModuleArg(_PcRecord):
     """An nn.Module argument: its parameters, then its buffers, become graph inputs."""
 
@@ -289,8 +308,10 @@ class PcModuleArg(_PcRecord):
     names: tuple  # named_parameters() then named_buffers() names, tied weights once
     n_params: int
     training: object  # bool, checked per call; None: not checked
+    attrs: tuple = ()  # PcModuleAttr: the attributes fn read, checked per call
     _pc_kind = "module"
-    _pc_schema = {"path": "str", "names": "strs", "n_params": "nat", "training": "bool?"}
+    _pc_schema = {"path": "str", "names": "strs", "n_params": "nat", "training": "bool?",
+                  "attrs": ("records", PcModuleAttr)}
 
 
 @_pc_record
@@ -856,17 +877,18 @@ def _pc_pattern(vals):
     return tuple(-1 if v is None else first.setdefault(id(v), i) for i, v in enumerate(vals))
 
 
-def _pc_module_plan(root):
+def _pc_module_plan(root, arg):
     """The structure plan of `root` (see Note [module structure cache]), or None when it
-    cannot be used for this model. Only called after the original walk accepted `root`."""
+    cannot be used for this model. Only called after the original walk accepted `root`;
+    each visit carries the attributes of that module the artifact checks (`arg.attrs`)."""
     Module = _pc_torch.nn.Module
     stock = (Module.named_modules, Module.named_parameters, Module.named_buffers,
              Module._named_members, Module.__hash__, Module.__eq__)
-    types, mkeys, pkeys, bkeys, src = [], [], [], [], []
+    types, mkeys, pkeys, bkeys, src, akeys = [], [], [], [], [], []
     cands, praw, braw = [root], [], []
     seen = {id(root)}
 
-    def visit(mod, at):
+    def visit(mod, at, prefix):
         cls = type(mod)
         if (cls.named_modules, cls.named_parameters, cls.named_buffers, cls._named_members,
                 cls.__hash__, cls.__eq__) != stock:
@@ -876,29 +898,32 @@ def _pc_module_plan(root):
             return False
         types.append(cls)
         src.append(at)
+        akeys.append(attrs.get(prefix, ()))
         mkeys.append(tuple(dicts[0]))
         pkeys.append(tuple(dicts[1]))
         bkeys.append(tuple(dicts[2]))
         praw.extend(dicts[1].values())
         braw.extend(dicts[2].values())
-        children = list(dicts[0].values())
         base = len(cands)
-        cands.extend(children)
-        for j, child in enumerate(children):
+        cands.extend(dicts[0].values())
+        for j, (key, child) in enumerate(dicts[0].items()):
             if child is not None and id(child) not in seen:
                 seen.add(id(child))
-                if not visit(child, base + j):
+                if not visit(child, base + j, f"{prefix}.{key}" if prefix else key):
                     return False
         return True
 
-    if not visit(root, 0):
+    attrs = {}
+    for a in arg.attrs:
+        attrs[a.module] = attrs.get(a.module, ()) + ((a.name, a.value),)
+    if not visit(root, 0, ""):
         return None
     mpat, ppat, bpat = _pc_pattern(cands), _pc_pattern(praw), _pc_pattern(braw)
     psel = tuple(i for i, k in enumerate(ppat) if k == i)
     bsel = tuple(i for i, k in enumerate(bpat) if k == i)
     # None for the all-distinct pattern: checked with one set instead of a full pattern
     plain = lambda pat: None if pat == tuple(range(len(pat))) else pat  # noqa: E731
-    return (tuple(zip(types, src, mkeys, pkeys, bkeys)), plain(mpat), plain(ppat),
+    return (tuple(zip(types, src, mkeys, pkeys, bkeys, akeys)), plain(mpat), plain(ppat),
             plain(bpat), psel, bsel, len(ppat) == len(psel) and len(bpat) == len(bsel))
 
 
@@ -909,10 +934,15 @@ def _pc_plan_tensors(root, plan):
     cands = [root]
     praw = []
     braw = []
-    for cls, at, mk, pk, bk in visits:
+    for cls, at, mk, pk, bk, ak in visits:
         mod = cands[at]
         if type(mod) is not cls:
             return None
+        if ak:  # Note [module attributes read] (the sentinel: a value no attribute holds)
+            for name, want in ak:
+                v = mod.__dict__.get(name, _pc_plan_tensors)
+                if v is not want and (type(v) is not type(want) or v != want):
+                    return None
         # an empty dict stays empty: truthiness is cheaper than building a key tuple
         d = mod._modules
         if mk:
@@ -935,10 +965,9 @@ def _pc_plan_tensors(root, plan):
             braw += d.values()
         elif d:
             return None
-    # With no shared or None submodule in the plan, a submodule that became shared is
-    # visited twice here, so its tensors would repeat and fail the tensor patterns below;
-    # one with no tensors in its subtree names nothing either way. So only a plan with
-    # sharing needs the module pattern itself.
+    # With no shared or None submodule in the plan, a submodule that became shared is visited
+    # twice here, so its tensors repeat and fail the tensor patterns below (one with no tensors
+    # names nothing either way): only a plan with sharing needs the module pattern itself.
     if mpat is not None and _pc_pattern(cands) != mpat:
         return None
     if ppat is None:
@@ -1517,7 +1546,7 @@ def _pc_module_tensors(p, st, k, m):
     __tracebackhide__ = True
     tensors = _pc_module_walk(p, p.payloads[k], m)
     if st.module_plans[k] is not False:  # False: this model class customises the walk
-        st.module_plans[k] = _pc_module_plan(m) or False
+        st.module_plans[k] = _pc_module_plan(m, p.payloads[k]) or False
     return tensors
 
 
@@ -1547,7 +1576,40 @@ def _pc_module_walk(p, arg, m):
                   expected=arg.training, actual=m.training,
                   hint=f"call {path}.{'train' if arg.training else 'eval'}() first, or "
                        "precompile the other mode too")
+    if arg.attrs:
+        _pc_module_attrs(p, arg, m)
     return [t for _, t in named]
+
+
+# Note [module attributes read]
+#   What fn reads from a model's plain Python attributes (`self.scale`, a Dropout's `p`, a
+#   flag such as `use_cache`, a submodule's `training`) decided the traced program as a baked
+#   argument does, but eager reads them again at every call: a model changed after capture
+#   (`model.head.scale = 2.0`, `model.drop.eval()`) would give another result in eager. So
+#   capture records each such attribute fn read (bool, int, float, str, None, or a tuple of
+#   them, found in the module's own __dict__, not changed by fn itself), and every call
+#   compares it with the runtime model's, as a baked argument is compared: in the structure
+#   plan's walk (one dict read per attribute), and with the precise error in the full walk.
+
+
+def _pc_module_attrs(p, arg, m):
+    """The attributes fn read from model `m` (arg.attrs), compared with the runtime model's;
+    the first that differs is the error (Note [module attributes read])."""
+    __tracebackhide__ = True
+    mods = dict(m.named_modules())
+    for a in arg.attrs:
+        mod = mods.get(a.module)
+        v = _pc_module_attrs if mod is None else mod.__dict__.get(a.name, _pc_module_attrs)
+        if v is a.value or (type(v) is type(a.value) and v == a.value):
+            continue
+        at = f"{arg.path}.{a.module}.{a.name}" if a.module else f"{arg.path}.{a.name}"
+        gone = v is _pc_module_attrs
+        raise p.Err(f"{p.fn_name}: {at}: the model attribute fn read differs from its value "
+                    "at capture", invariant=3, stage="call", where=at, expected=a.value,
+                    actual="(no such attribute)" if gone else v,
+                    hint=f"set {at} back to {a.value!r}, or precompile again with the new "
+                         "value; a value meant to change between calls belongs in a tensor "
+                         "(a buffer, or an argument of fn)")
 
 
 def _pc_pytree_tensors(p, k, a, flat):

@@ -12,7 +12,7 @@ import torch
 
 from ..runtime.violation import _PC_INVARIANTS
 from ..core.cache import read_tag
-from ..runtime.convention import OptimArg, mesh_text
+from ..runtime.convention import ModuleArg, OptimArg, mesh_text
 from ..core.emit import section_lines
 from ..core.errors import PrecompileError
 from ..core.schemas import Artifact
@@ -41,7 +41,8 @@ def report_data(art: Artifact, *, load_stats: dict | None = None) -> dict[str, A
         "device": devices[0] if len(devices) == 1 else ", ".join(devices),
         "torch": torch.__version__,
         "inputs": inputs,
-        "baked": [{"where": w, "value": repr(v)} for w, v in c.baked],
+        # baked arguments, then the models' attributes fn read (both checked per call)
+        "baked": [{"where": w, "value": repr(v)} for w, v in c.baked + _attributes_read(conv)],
         "weights": weights,
         "outputs": [lf.to_literal() for lf in conv.outputs],
         "grads": [c.inputs[g.input].where for g in conv.grads],
@@ -230,3 +231,9 @@ def _plain(v: Any) -> Any:
     if isinstance(v, (list, tuple)):
         return [_plain(x) for x in v]
     return str(v)
+
+
+def _attributes_read(conv: Any) -> tuple[tuple[str, Any], ...]:
+    """(where, value) of each model attribute fn read (Note [module attributes read])."""
+    return tuple((".".join(x for x in (a.path, r.module, r.name) if x), r.value)
+                 for a in conv.args if isinstance(a, ModuleArg) for r in a.attrs)

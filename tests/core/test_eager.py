@@ -487,6 +487,45 @@ def test_driver_rejects_other_model_structure_tying_and_param_shape():
     assert ei.value.invariant == 2
 
 
+class Scaled(nn.Module):
+    """A model whose forward reads plain Python attributes, as real models read their config."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin, self.drop = nn.Linear(8, 8), nn.Dropout(0.0)
+        self.scale, self.calls = 2.0, 0
+
+    def forward(self, x):
+        self.calls += 1  # a write of fn's own: not a value the graph was specialised to
+        return self.drop(self.lin(x)) * self.scale
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_a_model_attribute_changed_after_capture_is_named_not_silently_ignored(backend):
+    m, x = Scaled(), torch.randn(3, 8)
+    f = precompile.load(*precompile(lambda m, x: m(x), m, x, backend=backend))
+    for _ in range(2):  # the second call takes the remembered structure's path
+        torch.testing.assert_close(f(m, x), m(x))
+    m.scale = 5.0  # eager now gives another result
+    with pytest.raises(PrecompileError, match="attribute fn read") as ei:
+        f(m, x)
+    e = ei.value
+    assert (e.invariant, e.where, e.expected, e.actual) == (3, "m.scale", 2.0, 5.0)
+    assert "precompile again" in e.hint
+    m.scale = 2  # an int where a float was read: another type, as for a baked argument
+    with pytest.raises(PrecompileError, match="attribute fn read"):
+        f(m, x)
+    m.scale = 2.0
+    m.drop.eval()  # a submodule's mode, while the model itself stays in training
+    with pytest.raises(PrecompileError) as ei:
+        f(m, x)
+    assert ei.value.where == "m.drop.training"
+    m.drop.train()
+    torch.testing.assert_close(f(m, x), m(x))
+    other = Scaled()  # another instance with the same settings: accepted
+    torch.testing.assert_close(f(other, x), other(x))
+
+
 def test_pytree_structure_mismatch_is_named():
     f = pc(lambda d: d["a"] + d["b"], {"a": torch.ones(2), "b": torch.ones(2)})
     with pytest.raises(PrecompileError) as ei:

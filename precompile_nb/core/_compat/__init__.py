@@ -21,6 +21,7 @@ of its modules holds it:
   stack_frames.py  make_fx's node stack traces, each frame's line read only when kept
   backward_nodes.py  whether a traced graph holds ops autograd ran inside fn
   result_sizes.py  a number in fn's result computed from dynamic sizes, as an expression
+  module_attrs.py  which plain Python attributes of the models fn reads while traced
   tree_nodes.py  pytree nodes of fn's arguments and results: namedtuples, structseqs
   repro_string.py  Inductor's runnable-repro string, written only where a trace reads it
   scoped_patch.py  a torch function replaced while some thread needs it
@@ -81,6 +82,7 @@ _LAZY_NAMES: dict[str, tuple[str, ...]] = {
     "answers": ("tracing_as_a_compiler",),
     "backward_nodes": ("graph_runs_backward",),
     "result_sizes": ("size_expression",),
+    "module_attrs": ("attribute_reads",),
     "tree_nodes": ("namedtuple_class", "structseq_class", "structseq_fields",
                    "treespec_children"),
     "autotune": ("SizeChoice", "autotune_now", "tuning_at_sizes"),

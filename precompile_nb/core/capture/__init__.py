@@ -52,7 +52,7 @@ from .rewrites import (
     _pin_factory_dtypes,
     _schema_mutated,
 )
-from .state import models_as_found
+from .state import models_among, models_as_found, with_attributes_read
 
 __all__ = ["capture", "Problems", "graph_nodes", "tree_literal"]
 
@@ -168,8 +168,10 @@ def _refuse_ambient(P: Problems) -> None:
 def _convention(fn: Callable, lifted: _Lifted, constants: list, state: dict[str, Any],
                 guards: tuple[Guard, ...], P: Problems) -> Convention:
     """The calling convention as capture knows it (lower refines strides and write-backs)."""
+    args = with_attributes_read(finish_args(lifted.args, state), lifted.attr_reads,
+                                lifted.module_paths)
     return Convention(
-        fn_name=fn_name(fn), args=finish_args(lifted.args, state), inputs=tuple(lifted.specs),
+        fn_name=fn_name(fn), args=args, inputs=tuple(lifted.specs),
         constants=tuple(constants), out_spec=tree_literal(state["out_spec"], "fn's result", P),
         outputs=tuple(state["out_leaves"]), mutations=(), grads=tuple(state["grads"]),
         check_strides=False, device_index=0, guards=guards, meshes=tuple(lifted.mesh_records))
@@ -227,6 +229,7 @@ def _trace(flat_fn: Callable, fn: Callable, example_inputs: Sequence[Any], names
               _compat.no_autocast(), _compat.backward_op_origins(),
               _compat.tracing_as_a_compiler(), _compat.fused_fast_paths(),
               models_as_found(example_inputs),
+              _compat.attribute_reads(models_among(example_inputs), L.attr_reads),
               _compat.real_values() if data_guards else contextlib.nullcontext()):
             try:
                 gm = _compat.make_fx_trace(

@@ -64,6 +64,10 @@ class _Lifted:
         self.meshes: list[Any] = []
         self.mesh_records: list[Mesh] = []
         self.wrap: dict[int, tuple[Any, list[Any], DTensorLayout]] = {}
+        # Note [module attributes read]: {(id(module), name): value} fn read while traced
+        self.attr_reads: dict[tuple[int, str], Any] = {}
+        # id(module) -> (its positional argument, its name in that model's named_modules())
+        self.module_paths: dict[int, tuple[int, str]] = {}
 
     def spec(self, t: torch.Tensor, where: str, kind: str, arg: int, P: Problems
              ) -> TensorInput:
@@ -202,6 +206,8 @@ def _lift_module(L: _Lifted, a: torch.nn.Module, path: str, i: int, P: Problems)
     L.args.append(ModuleArg(
         path=path, names=tuple(n for n, _ in params + buffers), n_params=len(params),
         training=bool(a.training)))
+    for name, mod in a.named_modules():
+        L.module_paths.setdefault(id(mod), (i, name))
     L.rebuild.append(("module", (all_names, parallel)))
 
 

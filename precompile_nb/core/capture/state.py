@@ -16,6 +16,8 @@ from typing import Any
 
 import torch
 
+from ...runtime.convention import ModuleArg, ModuleAttr
+
 _CONTAINERS = (dict, list, set)
 
 
@@ -68,3 +70,22 @@ def _changed(v: Any, saved: Any) -> bool:
     if isinstance(v, dict):
         return now.keys() != saved.keys() or any(now[k] is not saved[k] for k in saved)
     return len(now) != len(saved) or any(a is not b for a, b in zip(now, saved))
+
+
+def models_among(example_inputs: Sequence[Any]) -> list[torch.nn.Module]:
+    """The model arguments of fn."""
+    return [a for a in example_inputs if isinstance(a, torch.nn.Module)]
+
+
+def with_attributes_read(args: Sequence[Any], reads: dict[tuple[int, str], Any],
+                         paths: dict[int, tuple[int, str]]) -> tuple[Any, ...]:
+    """`args` with each model argument's attributes that fn read while traced, named by their
+    module's name in that model, checked on every call (Note [module attributes read] in
+    runtime/driver.py)."""
+    per_arg: dict[int, list[ModuleAttr]] = {}
+    for (mid, name), value in reads.items():
+        if mid in paths:
+            i, module = paths[mid]
+            per_arg.setdefault(i, []).append(ModuleAttr(module=module, name=name, value=value))
+    return tuple(a._replace(attrs=tuple(per_arg.get(i, ()))) if isinstance(a, ModuleArg)
+                 else a for i, a in enumerate(args))
