@@ -898,7 +898,10 @@ def _pc_module_plan(root, arg):
             return False
         types.append(cls)
         src.append(at)
-        akeys.append(attrs.get(prefix, ()))
+        # the model's own value objects (the full walk found them equal to the artifact's):
+        # an unchanged attribute then passes on identity alone
+        d = mod.__dict__
+        akeys.append(tuple((n, d.get(n, w)) for n, w in attrs.get(prefix, ())))
         mkeys.append(tuple(dicts[0]))
         pkeys.append(tuple(dicts[1]))
         bkeys.append(tuple(dicts[2]))
