@@ -3,13 +3,14 @@
 usage: python benchmarks/driver_overhead.py [--baseline-rev REV] [--backend inductor|eager]
                                            [--workload tiny_mlp|transformer_infer|...]
 
-Precompiles a workload of the benchmarks (the tiny MLP unless --workload names another) once, then builds two artifacts that share that
-compiled graph and differ in their metadata and driver sections: those of this working tree,
-and those the package at git revision REV (default HEAD) writes for the same workload (REV
-is exported with `git archive` into a temporary folder and run there in a child process;
-nothing here is changed), so a change of the metadata format is compared too. Both are timed
-against the compiled graph's own `call(args)` in interleaved rounds; overhead = artifact call
-- graph call (best round, and median round). Also checks that both return the same result.
+Precompiles a workload of the benchmarks (the tiny MLP unless --workload names another)
+once, then builds two artifacts that share that compiled graph and differ in their metadata
+and driver sections: those of this working tree, and those the package at git revision REV
+(default HEAD) writes for the same workload (REV is exported with `git archive` into a
+temporary folder and run there in a child process; nothing here is changed), so a change of
+the metadata format is compared too. Both are timed against the compiled graph's own
+`call(args)` in interleaved rounds; overhead = artifact call - graph call (best round, and
+median round). Also checks that both return the same result.
 """
 from __future__ import annotations
 

@@ -60,15 +60,17 @@ Argument = Union[ModuleArg, TensorArg, ConstArg, PytreeArg, OptimArg]
 Output = Union[GraphOut, InputOut, AliasOut, ConstOut, SizeOut]
 
 __all__ = ["AliasOut", "Argument", "ARTIFACT_FORMAT", "ARTIFACT_VERSION", "ConstArg",
-           "ConstOut", "Constant", "Convention", "DataGuard", "DTensorLayout", "GraphOut", "Guard", "InputOut", "Leaf",
-           "META_NAME", "Mesh", "ModuleArg", "ModuleAttr", "OptimArg", "OptimGroup", "OptimParam", "Output", "ProcessGroup", "PytreeArg", "SizeOut", "TensorArg", "TensorInput", "WriteBack",
+           "ConstOut", "Constant", "Convention", "DataGuard", "DTensorLayout", "GraphOut",
+           "Guard", "InputOut", "Leaf", "META_NAME", "Mesh", "ModuleArg", "ModuleAttr",
+           "OptimArg", "OptimGroup", "OptimParam", "Output", "ProcessGroup", "PytreeArg",
+           "SizeOut", "TensorArg", "TensorInput", "WriteBack",
            "decode", "dense_order", "find_class", "mesh_text", "placement_text",
            "schema_fingerprint", "SECTIONS", "size_functions"]
 
 
-_RECORDS = (Convention, TensorInput, Constant, ModuleArg, ModuleAttr, TensorArg, ConstArg, PytreeArg, Leaf,
-            GraphOut, InputOut, AliasOut, ConstOut, WriteBack, Guard, Mesh, DTensorLayout,
-            OptimArg, OptimGroup, OptimParam, DataGuard, ProcessGroup, SizeOut)
+_RECORDS = (Convention, TensorInput, Constant, ModuleArg, ModuleAttr, TensorArg, ConstArg,
+            PytreeArg, Leaf, GraphOut, InputOut, AliasOut, ConstOut, WriteBack, Guard, Mesh,
+            DTensorLayout, OptimArg, OptimGroup, OptimParam, DataGuard, ProcessGroup, SizeOut)
 
 
 def decode(meta: Any) -> Convention:
