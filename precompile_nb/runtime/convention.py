@@ -53,6 +53,9 @@ find_class = _driver._pc_find_class
 # how an artifact writes a DTensor placement and shows a device mesh (one text everywhere)
 placement_text = _driver._pc_placement_text
 mesh_text = _driver._pc_mesh_text
+# a baked value's comparison (same type and ==), and how a checked model attribute is named
+same_value = _driver._pc_same_value
+attribute_where = _driver._pc_attr_where
 # the functions an artifact evaluates a size expression (a guard's, a size result's) with
 size_functions = frozenset(_driver._PC_GUARD_FNS) - {"__builtins__"}
 
@@ -64,8 +67,8 @@ __all__ = ["AliasOut", "Argument", "ARTIFACT_FORMAT", "ARTIFACT_VERSION", "Const
            "Guard", "InputOut", "Leaf", "META_NAME", "Mesh", "ModuleArg", "ModuleAttr",
            "OptimArg", "OptimGroup", "OptimParam", "Output", "ProcessGroup", "PytreeArg",
            "SizeOut", "TensorArg", "TensorInput", "WriteBack",
-           "decode", "dense_order", "find_class", "mesh_text", "placement_text",
-           "schema_fingerprint", "SECTIONS", "size_functions"]
+           "attribute_where", "decode", "dense_order", "find_class", "mesh_text",
+           "placement_text", "same_value", "schema_fingerprint", "SECTIONS", "size_functions"]
 
 
 _RECORDS = (Convention, TensorInput, Constant, ModuleArg, ModuleAttr, TensorArg, ConstArg,

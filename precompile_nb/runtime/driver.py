@@ -918,7 +918,7 @@ def _pc_module_plan(root, arg):
 
     attrs = {}
     for a in arg.attrs:
-        attrs[a.module] = attrs.get(a.module, ()) + ((a.name, a.value),)
+        attrs.setdefault(a.module, []).append((a.name, a.value))
     if not visit(root, 0, ""):
         return None
     mpat, ppat, bpat = _pc_pattern(cands), _pc_pattern(praw), _pc_pattern(braw)
@@ -942,8 +942,9 @@ def _pc_plan_tensors(root, plan):
         if type(mod) is not cls:
             return None
         if ak:  # Note [module attributes read] (the sentinel: a value no attribute holds)
+            get = mod.__dict__.get
             for name, want in ak:
-                v = mod.__dict__.get(name, _pc_plan_tensors)
+                v = get(name, _pc_plan_tensors)
                 if v is not want and (type(v) is not type(want) or v != want):
                     return None
         # an empty dict stays empty: truthiness is cheaper than building a key tuple
@@ -968,9 +969,8 @@ def _pc_plan_tensors(root, plan):
             braw += d.values()
         elif d:
             return None
-    # With no shared or None submodule in the plan, a submodule that became shared is visited
-    # twice here, so its tensors repeat and fail the tensor patterns below (one with no tensors
-    # names nothing either way): only a plan with sharing needs the module pattern itself.
+    # Without sharing in the plan, a submodule that became shared is visited twice, so its
+    # tensors repeat and fail the tensor patterns: only a plan with sharing needs mpat.
     if mpat is not None and _pc_pattern(cands) != mpat:
         return None
     if ppat is None:
@@ -1595,6 +1595,16 @@ def _pc_module_walk(p, arg, m):
 #   plan's walk (one dict read per attribute), and with the precise error in the full walk.
 
 
+def _pc_same_value(a, b):
+    """Whether `a` is the baked value `b`: the same type and == (so 3.0 is not 3)."""
+    return a is b or (type(a) is type(b) and a == b)
+
+
+def _pc_attr_where(path, attr):
+    """How a person names a model attribute the artifact checks: "m.drop.p"."""
+    return ".".join(x for x in (path, attr.module, attr.name) if x)
+
+
 def _pc_module_attrs(p, arg, m):
     """The attributes fn read from model `m` (arg.attrs), compared with the runtime model's;
     the first that differs is the error (Note [module attributes read])."""
@@ -1603,9 +1613,9 @@ def _pc_module_attrs(p, arg, m):
     for a in arg.attrs:
         mod = mods.get(a.module)
         v = _pc_module_attrs if mod is None else mod.__dict__.get(a.name, _pc_module_attrs)
-        if v is a.value or (type(v) is type(a.value) and v == a.value):
+        if _pc_same_value(v, a.value):
             continue
-        at = f"{arg.path}.{a.module}.{a.name}" if a.module else f"{arg.path}.{a.name}"
+        at = _pc_attr_where(arg.path, a)
         gone = v is _pc_module_attrs
         raise p.Err(f"{p.fn_name}: {at}: the model attribute fn read differs from its value "
                     "at capture", invariant=3, stage="call", where=at, expected=a.value,

@@ -12,7 +12,7 @@ import torch
 
 from ..runtime.violation import _PC_INVARIANTS
 from ..core.cache import read_tag
-from ..runtime.convention import ModuleArg, OptimArg, mesh_text
+from ..runtime.convention import ModuleArg, OptimArg, attribute_where, mesh_text
 from ..core.emit import section_lines
 from ..core.errors import PrecompileError
 from ..core.schemas import Artifact
@@ -235,5 +235,5 @@ def _plain(v: Any) -> Any:
 
 def _attributes_read(conv: Any) -> tuple[tuple[str, Any], ...]:
     """(where, value) of each model attribute fn read (Note [module attributes read])."""
-    return tuple((".".join(x for x in (a.path, r.module, r.name) if x), r.value)
+    return tuple((attribute_where(a.path, r), r.value)
                  for a in conv.args if isinstance(a, ModuleArg) for r in a.attrs)

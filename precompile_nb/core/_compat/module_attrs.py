@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Container, Iterator
 from typing import Any
 
 import torch
@@ -60,14 +60,11 @@ _PATCH = ScopedPatch(_get, _put, _recording)
 
 
 @contextlib.contextmanager
-def attribute_reads(models: Iterable[torch.nn.Module], reads: dict[tuple[int, str], Any],
+def attribute_reads(watched: Container[int], reads: dict[tuple[int, str], Any]
                     ) -> Iterator[None]:
     """While this thread runs the block, `reads` gets {(id(module), name): value} for each
-    attribute of `models` and their submodules the block reads from the module's own __dict__
-    with a kept value (first read); at the end, those the block itself set or changed are
-    dropped (their value came from fn, not from the model)."""
-    watched = {id(m): m for root in models for m in root.modules()}
-    before = {i: dict(m.__dict__) for i, m in watched.items()}
+    attribute of a module whose id is in `watched` that the block reads from the module's own
+    __dict__ with a kept value (its first read)."""
     saved = getattr(_RECORDING, "rec", None)
     _RECORDING.rec = (watched, reads)
     try:
@@ -75,13 +72,3 @@ def attribute_reads(models: Iterable[torch.nn.Module], reads: dict[tuple[int, st
             yield
     finally:
         _RECORDING.rec = saved
-        for key in [k for k in reads if k[0] in watched]:
-            i, name = key
-            was = before[i].get(name, _MISSING)
-            now = watched[i].__dict__.get(name, _MISSING)
-            if not (_same(was, reads[key]) and _same(was, now)):
-                del reads[key]
-
-
-def _same(a: Any, b: Any) -> bool:
-    return a is b or (type(a) is type(b) and a == b)

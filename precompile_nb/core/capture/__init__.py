@@ -52,7 +52,7 @@ from .rewrites import (
     _pin_factory_dtypes,
     _schema_mutated,
 )
-from .state import models_among, models_as_found, with_attributes_read
+from .state import models_as_found, with_attributes_read
 
 __all__ = ["capture", "Problems", "graph_nodes", "tree_literal"]
 
@@ -228,8 +228,8 @@ def _trace(flat_fn: Callable, fn: Callable, example_inputs: Sequence[Any], names
         with (_compat.preserved_rng_state(), torch.set_grad_enabled(grad),
               _compat.no_autocast(), _compat.backward_op_origins(),
               _compat.tracing_as_a_compiler(), _compat.fused_fast_paths(),
-              models_as_found(example_inputs),
-              _compat.attribute_reads(models_among(example_inputs), L.attr_reads),
+              models_as_found(example_inputs, L.attr_reads),
+              _compat.attribute_reads(L.module_paths, L.attr_reads),
               _compat.real_values() if data_guards else contextlib.nullcontext()):
             try:
                 gm = _compat.make_fx_trace(

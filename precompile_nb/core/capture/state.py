@@ -16,9 +16,10 @@ from typing import Any
 
 import torch
 
-from ...runtime.convention import ModuleArg, ModuleAttr
+from ...runtime.convention import ModuleArg, ModuleAttr, same_value
 
 _CONTAINERS = (dict, list, set)
+_MISSING = object()
 
 
 def _contents(v: Any) -> Any:
@@ -34,25 +35,30 @@ def _put_back(v: Any, saved: Any) -> None:
 
 
 @contextlib.contextmanager
-def models_as_found(example_inputs: Sequence[Any]) -> Iterator[None]:
+def models_as_found(example_inputs: Sequence[Any], reads: dict[tuple[int, str], Any]
+                    ) -> Iterator[None]:
     """Every module among `example_inputs` (and its submodules) exactly as it was: attributes
-    added during the trace removed, replaced ones put back, containers refilled."""
-    saved = []
-    seen: set[int] = set()
+    added during the trace removed, replaced ones put back, containers refilled. Of `reads`
+    (the attributes fn read, Note [module attributes read] in runtime/driver.py), those the
+    trace itself set or changed are dropped first: their value came from fn, not the model."""
+    saved = {}
     for a in example_inputs:
         if not isinstance(a, torch.nn.Module):
             continue
         for m in a.modules():
-            if id(m) in seen:
-                continue
-            seen.add(id(m))
-            d = m.__dict__
-            inner = {k: _contents(v) for k, v in d.items() if isinstance(v, _CONTAINERS)}
-            saved.append((d, dict(d), inner))
+            if id(m) not in saved:
+                d = m.__dict__
+                inner = {k: _contents(v) for k, v in d.items() if isinstance(v, _CONTAINERS)}
+                saved[id(m)] = (d, dict(d), inner)
     try:
         yield
     finally:
-        for d, attrs, inner in saved:
+        for key in [k for k in reads if k[0] in saved]:
+            d, attrs = saved[key[0]][:2]
+            was = attrs.get(key[1], _MISSING)
+            if not (same_value(was, reads[key]) and same_value(was, d.get(key[1], _MISSING))):
+                del reads[key]
+        for d, attrs, inner in saved.values():
             for k in [k for k in d if k not in attrs]:
                 del d[k]
             for k, v in attrs.items():
@@ -70,11 +76,6 @@ def _changed(v: Any, saved: Any) -> bool:
     if isinstance(v, dict):
         return now.keys() != saved.keys() or any(now[k] is not saved[k] for k in saved)
     return len(now) != len(saved) or any(a is not b for a, b in zip(now, saved))
-
-
-def models_among(example_inputs: Sequence[Any]) -> list[torch.nn.Module]:
-    """The model arguments of fn."""
-    return [a for a in example_inputs if isinstance(a, torch.nn.Module)]
 
 
 def with_attributes_read(args: Sequence[Any], reads: dict[tuple[int, str], Any],
